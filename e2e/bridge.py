@@ -1,0 +1,52 @@
+"""What E2E tests of pi-memory-bridge need on top of the harness: the shim, the sidecar, the store."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from pathlib import Path
+from typing import Any
+
+from harness import REPO_ROOT, PiEnv
+
+SHIM = REPO_ROOT / "extension-shim"
+SIDECAR = REPO_ROOT / ".venv" / "bin" / "pi-memory-bridge"
+
+
+def sidecar_cmd(*argv: str) -> str:
+    return json.dumps(list(argv) or [str(SIDECAR), "serve"])
+
+
+def use_bridge(env: PiEnv, *, cmd: str | None = None, config: dict[str, Any] | None = None) -> None:
+    """Point the shim at the real sidecar (or `cmd`) and write the bridge's global config."""
+    env.extra_env["PI_MEMORY_BRIDGE_CMD"] = cmd or sidecar_cmd()
+    if config is not None:
+        write_config(env, config)
+
+
+def data_dir(env: PiEnv) -> Path:
+    return env.agent_dir / "memory-bridge"
+
+
+def write_config(env: PiEnv, config: dict[str, Any]) -> None:
+    path = data_dir(env) / "config.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps({"schemaVersion": 1, **config}, indent=2) + "\n", encoding="utf-8")
+
+
+def stored_turns(env: PiEnv) -> list[dict[str, Any]]:
+    """L0 rows straight from the SQLite store (not through our own code)."""
+    db = data_dir(env) / "memory.sqlite3"
+    if not db.exists():
+        return []
+    con = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
+    con.row_factory = sqlite3.Row
+    try:
+        table = next(
+            name
+            for (name,) in con.execute("SELECT name FROM sqlite_master WHERE type='table'")
+            if name.lower() in ("turns", "l0_turns", "conversation_turns")
+        )
+        return [dict(r) for r in con.execute(f"SELECT * FROM {table}")]
+    finally:
+        con.close()

@@ -1,0 +1,62 @@
+"""Forget over Pi's RPC mode with the dialogs answered, and refused in print mode."""
+
+from __future__ import annotations
+
+from bridge import SHIM, stored_turns, use_bridge
+from harness import FakeModel, PiEnv, ScriptedDialogs, TextReply
+
+SECRET = "sk-proj-" + "Zx9Yw8Vu7Ts6Rq5Po4Nm3Lk2Ji1Hg0FeDcBa98"
+
+
+def _seed(env: PiEnv, fake_model: FakeModel) -> None:
+    fake_model.script(TextReply("noted"), TextReply("noted"), TextReply("noted"))
+    run = env.run_print(
+        [f"the billing api key is {SECRET}", "billing runs on the blue cluster", "lunch is at noon"],
+        extensions=[SHIM],
+    )
+    assert run.returncode == 0, run.stderr
+    assert len(stored_turns(env)) == 3
+
+
+def _billing_rows(env: PiEnv) -> list[str]:
+    return [t["user_text"] for t in stored_turns(env) if "billing" in t["user_text"]]
+
+
+def test_forget_preview_no_then_choose_some(pi_env: PiEnv, fake_model: FakeModel) -> None:
+    use_bridge(pi_env)
+    _seed(pi_env, fake_model)
+    assert all(SECRET not in t["user_text"] for t in stored_turns(pi_env))  # redacted at capture
+
+    dialogs = ScriptedDialogs().select("Delete all of them").confirm(False)
+    rpc = pi_env.start_rpc(extensions=[SHIM], dialogs=dialogs)
+    rpc.prompt_and_settle("/tdai-memory-forget billing")
+    rpc.wait_until(lambda: any("nothing was deleted" in n.message for n in rpc.ui.notifications), timeout=15)
+    preview = next(n.message for n in rpc.ui.notifications if "match" in n.message)
+    assert "billing runs on the blue cluster" in preview and "REDACTED" in preview
+    assert SECRET not in preview and "lunch" not in preview
+    assert len(_billing_rows(pi_env)) == 2  # "no" deleted nothing
+    assert rpc.close() == 0
+
+    # choose one by one: keep the first candidate, forget the second, then confirm
+    dialogs = ScriptedDialogs().select("Choose one by one").confirm(False, True, True)
+    rpc = pi_env.start_rpc(extensions=[SHIM], dialogs=dialogs)
+    rpc.prompt_and_settle("/tdai-memory-forget billing")
+    rpc.wait_until(lambda: any("deleted " in n.message for n in rpc.ui.notifications), timeout=15)
+    report = next(n.message for n in rpc.ui.notifications if "deleted " in n.message)
+    first = next(d for d in rpc.ui.dialogs if d.request.method == "confirm")
+    kept_preview = str(first.request.raw.get("message", ""))
+    assert report.count("deleted ") == 1 and "FAILED" not in report
+    remaining = _billing_rows(pi_env)
+    assert len(remaining) == 1
+    assert remaining[0][:40] in kept_preview  # exactly the one we kept is still there
+    assert rpc.ui.status("tdai-memory") == "memory: forgotten"
+    assert rpc.close() == 0
+
+
+def test_forget_in_print_mode_deletes_nothing(pi_env: PiEnv, fake_model: FakeModel) -> None:
+    use_bridge(pi_env)
+    _seed(pi_env, fake_model)
+    run = pi_env.run_print(["/tdai-memory-forget billing"], extensions=[SHIM])
+    assert run.returncode == 0
+    assert "nothing was deleted" in run.stderr
+    assert len(_billing_rows(pi_env)) == 2

@@ -1,0 +1,70 @@
+"""Recall E2E on real Pi: what one session says reaches the model in a brand-new session."""
+
+from __future__ import annotations
+
+from bridge import SHIM, stored_turns, use_bridge
+from harness import FakeModel, PiEnv, ScriptedDialogs, TextReply
+
+
+def _block(system: str) -> str:
+    start = system.find("<recalled_memory")
+    assert start >= 0, "no recalled block in the system prompt"
+    return system[start:]
+
+
+def test_seed_scenario_cjk_across_two_sessions(pi_env: PiEnv, fake_model: FakeModel) -> None:
+    use_bridge(pi_env)
+    fake_model.script(TextReply("好的，我记住了：你负责后端，用 Go，不喜欢魔法数字。"))
+    first = pi_env.run_print(["我负责后端，用 Go，最讨厌魔法数字"], extensions=[SHIM])
+    assert first.returncode == 0, first.stderr
+    assert any("魔法数字" in t["user_text"] for t in stored_turns(pi_env))
+    second = pi_env.run_print(["我讨厌什么代码风格？"], extensions=[SHIM])  # new process, no --continue
+    assert second.returncode == 0, second.stderr
+    block = _block(fake_model.last_request().system_prompt)
+    assert "我负责后端，用 Go，最讨厌魔法数字" in block
+    assert block.rstrip().endswith("</recalled_memory>")
+
+
+def test_english_pair_across_two_sessions(pi_env: PiEnv, fake_model: FakeModel) -> None:
+    use_bridge(pi_env)
+    fake_model.script(TextReply("Noted: pnpm, never npm, in this monorepo."))
+    assert (
+        pi_env.run_print(
+            ["In this monorepo we always use pnpm instead of npm."], extensions=[SHIM]
+        ).returncode
+        == 0
+    )
+    assert (
+        pi_env.run_print(
+            ["Which package manager should I use to add a dependency?"], extensions=[SHIM]
+        ).returncode
+        == 0
+    )
+    block = _block(fake_model.last_request().system_prompt)
+    assert "pnpm instead of npm" in block
+
+
+def test_preference_saved_through_the_save_tool_is_recalled(pi_env: PiEnv, fake_model: FakeModel) -> None:
+    use_bridge(pi_env)
+    save = 'CALL_TOOL tdai_memory_save {"content": "Prefers table-driven tests in Go", "type": "preference"}'
+    first = pi_env.run_print([save], extensions=[SHIM])
+    assert first.returncode == 0, first.stderr
+    assert "FINAL: tool said Saved (preference)" in first.stdout
+    fake_model.script(TextReply("ok"))
+    pi_env.run_print(["How should I structure the tests for the Go parser?"], extensions=[SHIM])
+    block = _block(fake_model.last_request().system_prompt)
+    assert "Prefers table-driven tests in Go" in block
+    assert "[preference]" in block
+
+
+def test_live_turns_are_not_reinjected_in_the_same_session(pi_env: PiEnv, fake_model: FakeModel) -> None:
+    use_bridge(pi_env)
+    rpc = pi_env.start_rpc(extensions=[SHIM], dialogs=ScriptedDialogs())
+    rpc.prompt_and_settle("The staging database is called orca-staging-7.")
+    rpc.wait_until(lambda: any("orca-staging-7" in t["user_text"] for t in stored_turns(pi_env)), timeout=10)
+    rpc.prompt_and_settle("What is the staging database called?")
+    system = fake_model.last_request().system_prompt
+    recalled = system[system.find("<recalled_memory") :] if "<recalled_memory" in system else ""
+    assert "orca-staging-7" not in recalled
+    assert "orca-staging-7" in fake_model.last_request().all_text  # it is there, as live context
+    assert rpc.close() == 0

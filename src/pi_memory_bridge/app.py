@@ -1,0 +1,436 @@
+"""The sidecar's state and behaviour behind the protocol: one `Sidecar` per shim connection.
+
+Handlers in `serve` are a few lines each and call the methods here; everything that can fail for
+reasons outside our control (config, store, a layer) is turned into status and an answer, never an
+exception that would leave Pi without a reply.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import time
+from collections import Counter
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from pi_memory_bridge._version import PROTOCOL_VERSION, __version__
+from pi_memory_bridge.backends.base import BackendError, MemoryBackend
+from pi_memory_bridge.backends.factory import open_backend
+from pi_memory_bridge.capture import CaptureSink, DirectSink, prepare_capture
+from pi_memory_bridge.commands.flows import Flow, FlowRegistry, UnknownFlow, done
+from pi_memory_bridge.commands.forget import ForgetDeps, forget_flow
+from pi_memory_bridge.commands.status import Problem, StatusReport, render_status
+from pi_memory_bridge.config import LoadedConfig, default_agent_dir, load_config
+from pi_memory_bridge.identity import BranchIdentity, EntryLink, derive_branch
+from pi_memory_bridge.protocol import (
+    CommandAnswerParams,
+    CommandRunParams,
+    CommandStep,
+    ConfigState,
+    EntryRef,
+    InitializeParams,
+    InitializeResult,
+    LayerReport,
+    RecallLimits,
+    RecallParams,
+    RecallResult,
+    SessionParams,
+    SessionResult,
+    ToolCallParams,
+    ToolCallResult,
+    TurnSettledParams,
+    TurnSettledResult,
+)
+from pi_memory_bridge.recall import Layer, RecallBudget, RecallOutcome, recall
+from pi_memory_bridge.redact import redact_text
+from pi_memory_bridge.rpc.errors import InvalidParams, ProtocolVersionMismatch
+from pi_memory_bridge.tools import ToolFailure, conversation_search, memory_save, memory_search
+
+log = logging.getLogger(__name__)
+INITIAL_OPEN_WAIT_S = 1.0
+CAPTURE_OPEN_WAIT_S = 2.0
+REOPEN_INTERVAL_S = 30.0
+Notify = Callable[[str], Awaitable[None]]
+
+
+@dataclass
+class CaptureStats:
+    captured: int = 0
+    skipped: int = 0
+    redactions: int = 0
+    failures: int = 0
+    last_error: str | None = None
+    skip_reasons: Counter[str] = field(default_factory=Counter)
+
+    def describe(self) -> str:
+        text = f"{self.captured} captured, {self.skipped} skipped (fail-closed), {self.redactions} redactions"
+        if self.skip_reasons:
+            top = ", ".join(f"{r} x{n}" for r, n in self.skip_reasons.most_common(3))
+            text += f" [skips: {top}]"
+        if self.failures:
+            text += f", {self.failures} failed (last: {self.last_error})"
+        return text
+
+
+def _mask(value: str) -> str:
+    return value if len(value) <= 12 else f"{value[:8]}…{value[-4:]}"
+
+
+def _links(entries: list[EntryRef]) -> list[EntryLink]:
+    return [EntryLink(e.id, e.parent_id) for e in entries]
+
+
+def _major(version: str) -> str:
+    return version.split(".", 1)[0]
+
+
+class Sidecar:
+    def __init__(self, *, env: Mapping[str, str] | None = None, notify: Notify | None = None) -> None:
+        self._env = dict(env if env is not None else os.environ)
+        self._notify = notify
+        self.loaded: LoadedConfig | None = None
+        self.agent_dir: Path | None = None
+        self.backend: MemoryBackend | None = None
+        self.backend_error: str | None = None
+        self.sink: CaptureSink | None = None
+        self.sessions: dict[str, BranchIdentity] = {}
+        self.last_recall: RecallOutcome | None = None
+        self.capture_stats = CaptureStats()
+        self.flows = FlowRegistry()
+        self.log_file: Path | None = None
+        self._closing = False
+        self._opening: asyncio.Task[None] | None = None
+        self._last_open_attempt = -REOPEN_INTERVAL_S
+
+    def set_notify(self, notify: Notify) -> None:
+        self._notify = notify
+
+    # ---- lifecycle ----------------------------------------------------------------------------
+
+    async def initialize(self, p: InitializeParams) -> InitializeResult:
+        if _major(p.protocol_version) != _major(PROTOCOL_VERSION):
+            raise ProtocolVersionMismatch(
+                f"the Pi extension speaks protocol {p.protocol_version}, "
+                f"this sidecar speaks {PROTOCOL_VERSION}; "
+                "update both from the same pi-memory-bridge checkout",
+                {"expected": PROTOCOL_VERSION, "got": p.protocol_version},
+            )
+        self.agent_dir = Path(p.agent_dir) if p.agent_dir else default_agent_dir(self._env)
+        self.loaded = load_config(
+            agent_dir=self.agent_dir, cwd=Path(p.cwd), project_trusted=p.project_trusted, env=self._env
+        )
+        for problem in self.loaded.problems:
+            log.warning("config: %s", problem)
+        if self.loaded.backend_ready:
+            # Usually opens in milliseconds; a locked or slow store must not hold up the handshake.
+            await self.ensure_backend(INITIAL_OPEN_WAIT_S)
+        elif self.loaded.config.enabled:
+            errors = "; ".join(str(e) for e in self.loaded.errors)
+            self.backend_error = f"not configured: {errors}" if errors else "not configured"
+        cfg = self.loaded.config
+        return InitializeResult(
+            protocol_version=PROTOCOL_VERSION,
+            server_version=__version__,
+            config=ConfigState(
+                ok=self.loaded.ok,
+                backend=cfg.backend,
+                enabled=cfg.enabled,
+                problems=[str(p) for p in self.loaded.problems],
+                sources=[s.path or s.kind for s in self.loaded.sources],
+            ),
+            recall=RecallLimits(
+                deadline_ms=cfg.recall.deadline_ms, enabled=cfg.enabled and cfg.recall.enabled
+            ),
+            status_text=self._footer(),
+        )
+
+    async def ensure_backend(self, wait_s: float) -> MemoryBackend | None:
+        """The backend, (re)opening it in the background when it is not open yet."""
+        if self.backend is not None or self.loaded is None or not self.loaded.backend_ready:
+            return self.backend
+        task = self._opening
+        if task is None and time.monotonic() - self._last_open_attempt >= REOPEN_INTERVAL_S:
+            self._last_open_attempt = time.monotonic()
+            task = self._opening = asyncio.create_task(self._open_backend())
+            task.add_done_callback(lambda _t: setattr(self, "_opening", None))
+        if task is not None and wait_s > 0:
+            await asyncio.wait({task}, timeout=wait_s)
+        return self.backend
+
+    async def _open_backend(self) -> None:
+        assert self.loaded is not None and self.agent_dir is not None
+        try:
+            backend = await asyncio.to_thread(open_backend, self.loaded, self.agent_dir)
+        except (BackendError, OSError) as exc:
+            self.backend_error = redact_text(f"{type(exc).__name__}: {exc}").text
+            log.error("cannot open the %s backend: %s", self.loaded.config.backend, self.backend_error)
+            return
+        self.backend = backend
+        self.backend_error = None
+        self.sink = DirectSink(backend)
+        if self._notify is not None and not self._closing:
+            await self._notify(self._footer())
+
+    async def shutdown(self) -> None:
+        self._closing = True
+        if self.backend is not None:
+            try:
+                await self.backend.close()
+            except BackendError as exc:
+                log.warning("closing the backend: %s", exc)
+
+    def _footer(self) -> str:
+        if self.loaded is None:
+            return "memory: starting"
+        if not self.loaded.config.enabled:
+            return "memory: off"
+        if self.backend is None:
+            return f"memory: {self.loaded.config.backend} unavailable"
+        return "memory: ready"
+
+    # ---- identity -----------------------------------------------------------------------------
+
+    def identity_for(
+        self, pi_session_id: str, entries: list[EntryRef], leaf_id: str | None
+    ) -> BranchIdentity:
+        if entries or leaf_id is not None:
+            ident = BranchIdentity(pi_session_id, derive_branch(_links(entries), leaf_id))
+            self.sessions[pi_session_id] = ident
+            return ident
+        return self.sessions.get(pi_session_id) or BranchIdentity(pi_session_id, "main")
+
+    async def session_changed(self, p: SessionParams) -> SessionResult:
+        ident = self.identity_for(p.pi_session_id, p.entries, p.leaf_id)
+        return SessionResult(memory_session_id=ident.memory_session_id, branch=ident.branch)
+
+    # ---- recall -------------------------------------------------------------------------------
+
+    def recall_budget(self) -> RecallBudget:
+        assert self.loaded is not None
+        r = self.loaded.config.recall
+        return RecallBudget(
+            deadline_ms=r.deadline_ms,
+            max_chars=r.max_chars,
+            limits={
+                Layer.L3: 1,
+                Layer.L1: r.l1_limit,
+                Layer.L2: r.l2_limit,
+                Layer.L0: r.l0_limit,
+                Layer.SKILL: r.skill_limit,
+            },
+            skip_trivial=r.skip_trivial_prompts,
+            min_prompt_chars=r.min_prompt_chars,
+        )
+
+    async def recall(self, p: RecallParams) -> RecallResult:
+        assert self.loaded is not None
+        cfg = self.loaded.config
+        if not (cfg.enabled and cfg.recall.enabled):
+            return RecallResult(
+                block=None,
+                outcome="disabled",
+                layers=[],
+                elapsed_ms=0.0,
+                chars=0,
+                status_text="memory: recall off",
+            )
+        backend = await self.ensure_backend(0)
+        if backend is None:
+            return RecallResult(
+                block=None,
+                outcome="unavailable",
+                layers=[],
+                elapsed_ms=0.0,
+                chars=0,
+                status_text=self._footer(),
+            )
+        outcome = await recall(
+            backend,
+            p.prompt,
+            self.recall_budget(),
+            live_user_timestamps=frozenset(p.live_user_timestamps),
+        )
+        if outcome.outcome != "skipped":
+            self.last_recall = outcome
+        return RecallResult(
+            block=outcome.block,
+            outcome=outcome.outcome,
+            layers=[
+                LayerReport(
+                    layer=str(r.layer), state=r.state, items=r.items, ms=round(r.ms, 2), error=r.error
+                )
+                for r in outcome.layers
+            ],
+            elapsed_ms=round(outcome.elapsed_ms, 2),
+            chars=outcome.chars,
+            status_text=outcome.short_status(),
+        )
+
+    # ---- capture ------------------------------------------------------------------------------
+
+    async def turn_settled(self, p: TurnSettledParams) -> TurnSettledResult:
+        assert self.loaded is not None
+        cfg = self.loaded.config
+        if not (cfg.enabled and cfg.capture.enabled):
+            return TurnSettledResult(captured=0, skipped=0, reasons=[], status_text="memory: capture off")
+        ident = self.identity_for(p.pi_session_id, p.entries, p.leaf_id)
+        prepared = prepare_capture(p.runs, aborted=p.aborted, identity=ident)
+        stats = self.capture_stats
+        stats.skipped += len(prepared.skipped_reasons)
+        stats.skip_reasons.update(prepared.skipped_reasons)
+        stats.redactions += prepared.redactions
+        if prepared.turns:
+            await self.ensure_backend(CAPTURE_OPEN_WAIT_S)
+            if self.sink is None:
+                stats.failures += 1
+                stats.last_error = self.backend_error or "no backend"
+                return TurnSettledResult(
+                    captured=0,
+                    skipped=len(prepared.skipped_reasons),
+                    reasons=list(prepared.skipped_reasons),
+                    status_text="memory: capture failed (backend unavailable)",
+                )
+            try:
+                await self.sink.submit(prepared.turns)
+            except BackendError as exc:
+                stats.failures += 1
+                stats.last_error = redact_text(f"{type(exc).__name__}: {exc}").text
+                log.error("capture failed: %s", stats.last_error)
+                return TurnSettledResult(
+                    captured=0,
+                    skipped=len(prepared.skipped_reasons),
+                    reasons=list(prepared.skipped_reasons),
+                    status_text="memory: capture failed",
+                )
+            stats.captured += len(prepared.turns)
+        status = f"memory: captured {len(prepared.turns)}" if prepared.turns else "memory: nothing to capture"
+        return TurnSettledResult(
+            captured=len(prepared.turns),
+            skipped=len(prepared.skipped_reasons),
+            reasons=list(prepared.skipped_reasons),
+            status_text=status,
+        )
+
+    # ---- tools --------------------------------------------------------------------------------
+
+    async def tool_call(self, p: ToolCallParams) -> ToolCallResult:
+        backend = await self.ensure_backend(0)
+        if backend is None:
+            return ToolCallResult(
+                text=f"Memory unavailable: {self._footer()}. Continue without memory.",
+                details={},
+                is_error=True,
+            )
+        try:
+            if p.name == "tdai_memory_search":
+                text, details = await memory_search(backend, p.arguments)
+            elif p.name == "tdai_conversation_search":
+                text, details = await conversation_search(backend, p.arguments)
+            else:
+                text, details = await memory_save(backend, p.arguments, source="model")
+        except ToolFailure as exc:
+            return ToolCallResult(text=str(exc), details={}, is_error=True)
+        return ToolCallResult(text=text, details=details)
+
+    # ---- commands -----------------------------------------------------------------------------
+
+    async def command_run(self, p: CommandRunParams) -> CommandStep:
+        flows: dict[str, Callable[[CommandRunParams], Flow]] = {
+            "status": self._status_flow,
+            "remember": self._remember_flow,
+            "forget": self._forget_flow,
+        }
+        make = flows.get(p.name)
+        if make is None:
+            raise InvalidParams(f"unknown command {p.name!r}; known: {', '.join(sorted(flows))}")
+        return await self.flows.start(make(p))
+
+    async def command_answer(self, p: CommandAnswerParams) -> CommandStep:
+        try:
+            return await self.flows.answer(p.flow_id, p.answer)
+        except UnknownFlow as exc:
+            raise InvalidParams(str(exc)) from None
+
+    async def _status_flow(self, p: CommandRunParams) -> Flow:
+        report = await self.status_report(p.pi_session_id)
+        yield done(render_status(report), "info" if report.healthy else "warning", report.footer())
+
+    def _forget_flow(self, p: CommandRunParams) -> Flow:
+        deps = ForgetDeps(backend=self.backend, backend_problem=self.backend_error or self._footer())
+        return forget_flow(deps, p.args, has_ui=p.has_ui)
+
+    async def _remember_flow(self, p: CommandRunParams) -> Flow:
+        text = p.args.strip()
+        if not text:
+            yield done("usage: /tdai-memory-remember <a fact or preference to keep>", "warning")
+            return
+        if self.backend is None:
+            yield done(f"cannot remember: {self._footer()}", "error")
+            return
+        try:
+            reply, _ = await memory_save(self.backend, {"content": text, "type": "preference"}, source="user")
+        except ToolFailure as exc:
+            yield done(str(exc), "error")
+            return
+        yield done(reply)
+
+    async def status_report(self, pi_session_id: str = "") -> StatusReport:
+        loaded = self.loaded
+        problems: list[Problem] = []
+        counts: dict[str, int] = {}
+        backend_ok = False
+        detail = ""
+        if loaded is not None:
+            for cp in loaded.problems:
+                problems.append(Problem(str(cp), "edit the file named above, then run /reload"))
+        if self.backend is not None:
+            try:
+                st = await self.backend.status()
+                backend_ok, detail, counts = st.ok, st.detail, dict(st.counts)
+                problems.extend(Problem(x, "see the log file for details") for x in st.problems)
+            except BackendError as exc:
+                detail = redact_text(str(exc)).text
+                problems.append(Problem(f"backend status failed: {detail}", "see the log file"))
+        elif loaded is not None and loaded.config.enabled:
+            detail = self.backend_error or "not opened"
+            problems.append(
+                Problem(
+                    f"backend unavailable: {detail}", "run `pi-memory-bridge doctor` for the details and fix"
+                )
+            )
+        ident = self.sessions.get(pi_session_id)
+        identity = (
+            f"{_mask(ident.memory_session_id)} (branch {ident.branch})" if ident else "no active session"
+        )
+        if loaded is not None:
+            r = loaded.config.recall
+            budget = (
+                f"{'on' if r.enabled else 'off'}, deadline {r.deadline_ms} ms, L0 {r.l0_limit} / "
+                f"L1 {r.l1_limit} / L2 {r.l2_limit} / Skill {r.skill_limit}, {r.max_chars} chars"
+            )
+        else:
+            budget = "not loaded"
+        last = "none yet"
+        if self.last_recall is not None:
+            lr = self.last_recall
+            parts = ", ".join(f"{x.layer} {x.state} {x.ms:.0f} ms" for x in lr.layers)
+            last = f"{lr.outcome} in {lr.elapsed_ms:.0f} ms, {lr.chars} chars ({parts})"
+        return StatusReport(
+            version=__version__,
+            protocol=PROTOCOL_VERSION,
+            enabled=bool(loaded and loaded.config.enabled),
+            backend=loaded.config.backend if loaded else "unknown",
+            backend_ok=backend_ok,
+            backend_detail=detail,
+            counts=counts,
+            identity=identity,
+            config_sources=tuple(s.path or s.kind for s in loaded.sources) if loaded else (),
+            recall_budget=budget,
+            last_recall=last,
+            capture=self.capture_stats.describe(),
+            log_file=str(self.log_file) if self.log_file else "stderr only",
+            problems=tuple(problems),
+        )

@@ -1,0 +1,194 @@
+"""The `MemoryBackend` protocol and the value types that cross it.
+
+Every backend (the embedded `local` store, the `memorycore` server) implements this one async
+protocol and declares what it can do in `capabilities`; recall and commands skip what a backend
+cannot do instead of calling it and failing.
+
+Errors are drawn as a tree so callers (the outbox in particular) can tell what to do:
+
+    BackendError
+    ├── BackendUnavailable      transient: timeouts, connection errors, 408/429/5xx, a locked store
+    ├── BackendConfigError      needs the user: bad credentials (401/403), missing SDK, bad endpoint
+    ├── BackendRejected         permanent for this input: 400/404/413/422, a value the store refuses
+    └── BackendCorrupt          the store itself is damaged (e.g. a corrupt SQLite file)
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Protocol, runtime_checkable
+
+
+class BackendError(Exception):
+    """Base of every error a backend raises on purpose."""
+
+
+class BackendUnavailable(BackendError):
+    """Transient: try again later (timeouts, connection errors, 408/429/5xx, a busy store)."""
+
+
+class BackendConfigError(BackendError):
+    """The user must fix something (credentials, endpoint, missing SDK) before retrying helps."""
+
+
+class BackendRejected(BackendError):
+    """Permanent for this input: retrying the same request cannot succeed."""
+
+
+class BackendCorrupt(BackendError):
+    """The store is damaged; reads and writes fail until it is repaired or moved away."""
+
+
+class Capability(enum.StrEnum):
+    L0_ADD = "l0_add"
+    L0_SEARCH = "l0_search"
+    L0_DELETE = "l0_delete"
+    L1_SEARCH = "l1_search"
+    L1_SAVE = "l1_save"
+    L1_DELETE = "l1_delete"
+    L2_SCENARIOS = "l2_scenarios"
+    L3_PROFILE = "l3_profile"
+    SKILLS = "skills"
+
+
+class AtomicType(enum.StrEnum):
+    FACT = "fact"
+    PREFERENCE = "preference"
+    CONSTRAINT = "constraint"
+    EVENT = "event"
+    INSTRUCTION = "instruction"
+
+
+@dataclass(frozen=True, slots=True)
+class ConversationTurn:
+    """One captured turn: a user prompt and the final assistant answer, already redacted.
+
+    `turn_id` is deterministic (derived from the memory session and the Pi entry/message identity),
+    so a redelivered turn can be recognised and not stored twice.
+    """
+
+    turn_id: str
+    memory_session_id: str
+    user_text: str
+    assistant_text: str
+    created_at: datetime  # timezone-aware, UTC
+    pi_session_id: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class ConversationHit:
+    turn_id: str
+    memory_session_id: str
+    user_text: str
+    assistant_text: str
+    created_at: datetime
+    score: float
+
+
+@dataclass(frozen=True, slots=True)
+class AtomicMemory:
+    id: str
+    type: str
+    content: str
+    created_at: datetime
+    updated_at: datetime
+    source: str = ""
+    score: float = 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class SaveResult:
+    id: str
+    created: bool  # False when an equivalent memory already existed (no duplicate stored)
+
+
+@dataclass(frozen=True, slots=True)
+class ScenarioEntry:
+    """An L2 scenario note as listed (no body): recall scores these before reading any."""
+
+    path: str  # relative, '/'-separated, e.g. "backend/go-style.md"
+    summary: str
+    updated_at: datetime | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ScenarioNote:
+    path: str
+    summary: str
+    content: str
+
+
+@dataclass(frozen=True, slots=True)
+class Profile:
+    """The L3 profile (persona / core) document."""
+
+    content: str
+    path: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class SkillHit:
+    id: str
+    name: str
+    description: str
+    snippet: str = ""
+    version: int | None = None
+    score: float = 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class DeleteReport:
+    deleted: tuple[str, ...] = ()
+    failed: tuple[tuple[str, str], ...] = ()  # (id, reason)
+
+
+@dataclass(frozen=True, slots=True)
+class BackendStatus:
+    ok: bool
+    backend: str
+    detail: str = ""
+    counts: dict[str, int] = field(default_factory=dict)
+    problems: tuple[str, ...] = ()
+
+
+@runtime_checkable
+class MemoryBackend(Protocol):
+    """What recall, capture delivery and the commands need from a memory store.
+
+    Methods a backend lacks the capability for raise `BackendRejected`; callers check
+    `capabilities` first and do not call them.
+    """
+
+    name: str
+    capabilities: frozenset[Capability]
+
+    async def add_turns(self, turns: Sequence[ConversationTurn]) -> None:
+        """Store turns. Idempotent by `turn_id`: a turn already stored is not stored again."""
+
+    async def stored_turn_ids(self, turn_ids: Sequence[str]) -> set[str]:
+        """Which of these turn ids are already stored (the check before a resend)."""
+
+    async def search_conversation(self, query: str, limit: int) -> list[ConversationHit]: ...
+
+    async def search_atomic(self, query: str, limit: int, type: str | None = None) -> list[AtomicMemory]: ...
+
+    async def save_atomic(self, content: str, type: str, source: str) -> SaveResult: ...
+
+    async def list_scenarios(self) -> list[ScenarioEntry]: ...
+
+    async def read_scenario(self, path: str) -> ScenarioNote: ...
+
+    async def read_profile(self) -> Profile | None: ...
+
+    async def search_skills(self, query: str, limit: int) -> list[SkillHit]: ...
+
+    async def delete_conversation(self, turn_ids: Sequence[str]) -> DeleteReport: ...
+
+    async def delete_atomic(self, ids: Sequence[str]) -> DeleteReport: ...
+
+    async def status(self) -> BackendStatus: ...
+
+    async def close(self) -> None: ...

@@ -1,0 +1,21 @@
+"""Open the backend the configuration selects (blocking I/O: call it from a thread in async code)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pi_memory_bridge.backends.base import BackendConfigError, MemoryBackend
+from pi_memory_bridge.config import LoadedConfig, data_dir
+
+
+def open_backend(loaded: LoadedConfig, agent_dir: Path) -> MemoryBackend:
+    """Raises a `BackendError` (or OSError) saying why the backend cannot be used."""
+    if not loaded.backend_ready:
+        errors = "; ".join(str(e) for e in loaded.errors)
+        raise BackendConfigError(f"not configured: {errors}" if errors else "memory is turned off")
+    name = loaded.config.backend
+    if name == "local":
+        from pi_memory_bridge.backends.local import LocalBackend
+
+        return LocalBackend(data_dir(agent_dir))
+    raise BackendConfigError(f"the {name} backend is not available in this version")

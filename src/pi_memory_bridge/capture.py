@@ -1,0 +1,82 @@
+"""From Pi's settled runs to stored turns: fail-closed extraction, redaction, deterministic ids.
+
+Redaction happens here, before a turn reaches any sink, so nothing unredacted touches disk.
+`CaptureSink` is the seam where the durable outbox slots in; `DirectSink` writes to the backend.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any, Protocol
+
+from pi_memory_bridge.backends.base import ConversationTurn, MemoryBackend
+from pi_memory_bridge.identity import BranchIdentity, turn_id
+from pi_memory_bridge.pi_shapes import extract_turns
+from pi_memory_bridge.redact import redact_text
+
+# The server-side L0 limit is 8192 characters per message; keep the local store consistent with it.
+MAX_TURN_TEXT_CHARS = 8192
+
+
+@dataclass(frozen=True, slots=True)
+class PreparedCapture:
+    turns: tuple[ConversationTurn, ...]
+    skipped_reasons: tuple[str, ...]
+    redactions: int
+
+
+class CaptureSink(Protocol):
+    async def submit(self, turns: Sequence[ConversationTurn]) -> None:
+        """Durably accept the turns; return only once they cannot be lost."""
+
+
+class DirectSink:
+    def __init__(self, backend: MemoryBackend) -> None:
+        self._backend = backend
+
+    async def submit(self, turns: Sequence[ConversationTurn]) -> None:
+        await self._backend.add_turns(turns)
+
+
+def _clip(text: str) -> str:
+    if len(text) <= MAX_TURN_TEXT_CHARS:
+        return text
+    # keep head and tail: the decisive line of an error is often at the end
+    half = (MAX_TURN_TEXT_CHARS - 20) // 2
+    return f"{text[:half]}\n[… truncated …]\n{text[-half:]}"
+
+
+def _timestamp(ms: int | None, fallback: datetime) -> datetime:
+    if ms is None or ms <= 0:
+        return fallback
+    try:
+        return datetime.fromtimestamp(ms / 1000, tz=UTC)
+    except (OverflowError, OSError, ValueError):
+        return fallback
+
+
+def prepare_capture(
+    runs: Sequence[Any], *, aborted: bool | None, identity: BranchIdentity, now: datetime | None = None
+) -> PreparedCapture:
+    extraction = extract_turns(runs, aborted=aborted)
+    now = now or datetime.now(tz=UTC)
+    turns: list[ConversationTurn] = []
+    redactions = 0
+    for ordinal, captured in enumerate(extraction.turns):
+        user = redact_text(captured.user_text)
+        assistant = redact_text(captured.assistant_text)
+        redactions += user.count + assistant.count
+        session_id = identity.memory_session_id
+        turns.append(
+            ConversationTurn(
+                turn_id=turn_id(session_id, captured.user_timestamp_ms, user.text, ordinal),
+                memory_session_id=session_id,
+                user_text=_clip(user.text),
+                assistant_text=_clip(assistant.text),
+                created_at=_timestamp(captured.user_timestamp_ms, now),
+                pi_session_id=identity.pi_session_id,
+            )
+        )
+    return PreparedCapture(tuple(turns), tuple(s.reason for s in extraction.skipped), redactions)

@@ -1,0 +1,55 @@
+"""`pi-memory-bridge`: the sidecar (`serve`) and the operator's commands, usable without Pi."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="pi-memory-bridge", description=__doc__)
+    parser.add_argument("--version", action="store_true", help="print the version and exit")
+    sub = parser.add_subparsers(dest="command")
+    sub.add_parser("serve", help="run the sidecar on stdin/stdout (what the Pi extension starts)")
+    sub.add_parser("doctor", help="check config, backend, data dir and that Pi can load the extension")
+    search = sub.add_parser("search", help="search stored memory (L1 and L0)")
+    search.add_argument("query")
+    search.add_argument("--limit", type=int, default=5)
+    forget = sub.add_parser("forget", help="find memories, preview them, choose, confirm and delete")
+    forget.add_argument("query")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    if args.version:
+        from pi_memory_bridge._version import PROTOCOL_VERSION, __version__
+
+        print(f"pi-memory-bridge {__version__} (protocol {PROTOCOL_VERSION})")
+        return 0
+    if args.command == "serve":
+        from pi_memory_bridge.serve import run
+
+        return run()
+    if args.command == "doctor":
+        from pi_memory_bridge.doctor import render, run_checks
+
+        checks = run_checks(os.environ, Path.cwd())
+        print(render(checks))
+        return 0 if all(c.ok for c in checks) else 1
+    if args.command == "search":
+        from pi_memory_bridge.terminal import search
+
+        return search(args.query, args.limit)
+    if args.command == "forget":
+        from pi_memory_bridge.terminal import forget
+
+        return forget(args.query)
+    _parser().print_help(sys.stderr)
+    return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

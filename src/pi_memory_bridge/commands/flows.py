@@ -1,0 +1,67 @@
+"""Interactive commands as async generators: each yields a dialog step and receives the answer.
+
+The shim renders a step and sends the answer back with `command/answer`; a flow ends with a step
+of kind "done". Flows left unanswered (the user walked away, the shim restarted) expire.
+"""
+
+from __future__ import annotations
+
+import secrets
+import time
+from collections.abc import AsyncGenerator
+from dataclasses import dataclass
+
+from pi_memory_bridge.protocol import CommandStep
+
+Answer = bool | str | list[str] | None
+Flow = AsyncGenerator[CommandStep, Answer]
+FLOW_TTL_S = 15 * 60
+
+
+class UnknownFlow(Exception):
+    pass
+
+
+@dataclass
+class _Pending:
+    flow: Flow
+    expires: float
+
+
+class FlowRegistry:
+    def __init__(self) -> None:
+        self._pending: dict[str, _Pending] = {}
+
+    async def start(self, flow: Flow) -> CommandStep:
+        return await self._advance(secrets.token_hex(8), flow, None, first=True)
+
+    async def answer(self, flow_id: str, answer: Answer) -> CommandStep:
+        self._expire()
+        pending = self._pending.pop(flow_id, None)
+        if pending is None:
+            raise UnknownFlow(
+                f"no command is waiting for an answer under id {flow_id!r} (it may have expired)"
+            )
+        return await self._advance(flow_id, pending.flow, answer, first=False)
+
+    async def _advance(self, flow_id: str, flow: Flow, answer: Answer, *, first: bool) -> CommandStep:
+        try:
+            step = await (flow.__anext__() if first else flow.asend(answer))
+        except StopAsyncIteration:
+            return CommandStep(kind="done")
+        if step.kind == "done":
+            await flow.aclose()
+            return step
+        self._pending[flow_id] = _Pending(flow, time.monotonic() + FLOW_TTL_S)
+        return step.model_copy(update={"flow_id": flow_id})
+
+    def _expire(self) -> None:
+        now = time.monotonic()
+        for flow_id in [k for k, p in self._pending.items() if p.expires < now]:
+            del self._pending[flow_id]
+
+
+def done(message: str, level: str = "info", status_text: str | None = None) -> CommandStep:
+    return CommandStep.model_validate(
+        {"kind": "done", "message": message, "level": level, "statusText": status_text}
+    )

@@ -1,0 +1,173 @@
+"""`pi-memory-bridge doctor`: checks config, backend, data dir and that Pi can load the shim, without Pi."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import shutil
+import subprocess
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from pi_memory_bridge._version import __version__
+from pi_memory_bridge.backends.base import BackendError
+from pi_memory_bridge.config import data_dir, default_agent_dir, global_config_path, load_config
+
+SHIM_PACKAGE_NAME = "pi-memory-bridge-shim"
+MIN_NODE = (22, 19)
+
+
+@dataclass(frozen=True, slots=True)
+class Check:
+    name: str
+    ok: bool
+    detail: str
+    fix: str = ""
+    warning: bool = False
+
+
+def find_shim_dirs(agent_dir: Path) -> list[Path]:
+    """Where the shim is: next to this checkout, and anything Pi auto-discovers in the agent dir."""
+    found: list[Path] = []
+    checkout = Path(__file__).resolve().parents[2] / "extension-shim"
+    candidates = [checkout]
+    ext_dir = agent_dir / "extensions"
+    if ext_dir.is_dir():
+        candidates.extend(p for p in sorted(ext_dir.iterdir()) if p.is_dir())
+    for cand in candidates:
+        manifest = cand / "package.json"
+        try:
+            data = json.loads(manifest.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            continue
+        if isinstance(data, dict) and data.get("name") == SHIM_PACKAGE_NAME:
+            found.append(cand)
+    return found
+
+
+def _check_shim(shim: Path) -> Check:
+    manifest = json.loads((shim / "package.json").read_text(encoding="utf-8"))
+    entries = manifest.get("pi", {}).get("extensions", [])
+    missing = [e for e in entries if not (shim / e).is_file()]
+    if not entries or missing:
+        return Check(
+            "shim",
+            False,
+            f"{shim}: pi.extensions lists missing files {missing or entries}",
+            "reinstall the checkout (scripts/setup.sh)",
+        )
+    return Check("shim", True, f"{shim} (start Pi with: pi -e {shim})")
+
+
+def _node_version(node: str) -> tuple[int, ...] | None:
+    try:
+        out = subprocess.run([node, "--version"], capture_output=True, text=True, timeout=10).stdout.strip()
+        return tuple(int(x) for x in out.lstrip("v").split(".")[:2])
+    except (OSError, ValueError, subprocess.SubprocessError):
+        return None
+
+
+def run_checks(env: Mapping[str, str], cwd: Path) -> list[Check]:
+    agent_dir = default_agent_dir(env)
+    checks: list[Check] = []
+    loaded = load_config(agent_dir=agent_dir, cwd=cwd, project_trusted=False, env=env)
+    gpath = global_config_path(agent_dir)
+    if loaded.ok:
+        where = str(gpath) if gpath.exists() else f"defaults ({gpath} does not exist)"
+        checks.append(
+            Check(
+                "config",
+                True,
+                f"{where}; backend {loaded.config.backend}, "
+                f"memory {'on' if loaded.config.enabled else 'off'}",
+            )
+        )
+    else:
+        checks.append(
+            Check(
+                "config",
+                False,
+                "; ".join(str(p) for p in loaded.problems if p.severity == "error"),
+                f"edit {gpath}",
+            )
+        )
+    for warn in (p for p in loaded.problems if p.severity == "warning"):
+        checks.append(Check("config", True, str(warn), warning=True))
+    ddir = data_dir(agent_dir)
+    try:
+        ddir.mkdir(parents=True, exist_ok=True, mode=0o700)
+        probe = ddir / f".doctor-{os.getpid()}"
+        probe.write_text("ok")
+        probe.unlink()
+        checks.append(Check("data dir", True, str(ddir)))
+    except OSError as exc:
+        checks.append(Check("data dir", False, f"{ddir}: {exc}", "check permissions and free space"))
+    if loaded.config.backend == "local":
+        checks.append(asyncio.run(_check_local(ddir)))
+    else:
+        checks.append(
+            Check(
+                "backend",
+                False,
+                f"the {loaded.config.backend} backend is not available in pi-memory-bridge {__version__}",
+                'use backend "local"',
+            )
+        )
+    shims = find_shim_dirs(agent_dir)
+    if shims:
+        checks.extend(_check_shim(s) for s in shims)
+    else:
+        checks.append(
+            Check(
+                "shim",
+                False,
+                "no pi-memory-bridge extension found",
+                "start Pi with `pi -e <checkout>/extension-shim`",
+            )
+        )
+    node = shutil.which("node", path=env.get("PATH"))
+    version = _node_version(node) if node else None
+    if version is None or version < MIN_NODE:
+        shown = ".".join(map(str, version)) if version else "not found"
+        checks.append(
+            Check(
+                "node",
+                False,
+                f"node on PATH: {shown}; Pi needs >= {'.'.join(map(str, MIN_NODE))}",
+                "scripts/setup.sh installs Node 22 under .tools/node22",
+                warning=True,
+            )
+        )
+    else:
+        checks.append(Check("node", True, f"{node} v{'.'.join(map(str, version))}"))
+    return checks
+
+
+async def _check_local(root: Path) -> Check:
+    from pi_memory_bridge.backends.local import LocalBackend
+
+    try:
+        backend = await asyncio.to_thread(LocalBackend, root)
+        status = await backend.status()
+        await backend.close()
+    except (BackendError, OSError) as exc:
+        return Check(
+            "backend",
+            False,
+            f"local store at {root}: {exc}",
+            "move the damaged file aside; a new store is created on the next start",
+        )
+    counts = ", ".join(f"{k} {v}" for k, v in sorted(status.counts.items()))
+    return Check("backend", status.ok, f"local store at {root} ({counts})", "; ".join(status.problems))
+
+
+def render(checks: list[Check]) -> str:
+    lines = [f"pi-memory-bridge {__version__} doctor"]
+    for c in checks:
+        mark = "ok  " if c.ok and not c.warning else ("warn" if c.ok or c.warning else "FAIL")
+        lines.append(f"[{mark}] {c.name}: {c.detail}")
+        if c.fix and not (c.ok and not c.warning):
+            lines.append(f"       fix: {c.fix}")
+    return "\n".join(lines)

@@ -1,0 +1,217 @@
+"""The shim <-> sidecar protocol, version 1: every method, its params and its result.
+
+Transport: JSON-RPC 2.0 over the sidecar's stdin/stdout, one JSON object per `\\n`-terminated line
+(`rpc.framing`). Params are validated strictly (no coercion, unknown fields refused); a bad request
+gets a JSON-RPC error naming the fields and the sidecar keeps serving. Field names on the wire are
+camelCase.
+
+Requests, shim -> sidecar (all but `initialize` need the handshake first):
+
+  initialize        InitializeParams      -> InitializeResult     handshake; protocol version check
+                                                                  (another major -> error -32003)
+  session/start     SessionParams         -> SessionResult        a Pi session (or branch) is active
+  session/tree      SessionParams         -> SessionResult        `/tree` moved the leaf
+  recall            RecallParams          -> RecallResult         block for this run's system prompt
+  turn/settled      TurnSettledParams     -> TurnSettledResult    capture the runs since the prompt
+  tool/call         ToolCallParams        -> ToolCallResult       a `tdai_*` tool the model called
+  command/run       CommandRunParams      -> CommandStep          a `/tdai-memory-*` command starts
+  command/answer    CommandAnswerParams   -> CommandStep          the user answered a dialog step
+  status            StatusParams          -> dict                 the full status report (data)
+  shutdown          ShutdownParams        -> ShutdownResult       drain briefly, then exit
+
+Notifications, sidecar -> shim:
+
+  status/changed    StatusChanged         the short footer text changed (e.g. after background work)
+
+A command runs as a small dialog driven by the sidecar: `command/run` returns a `CommandStep`;
+when its `kind` is `confirm`, `select` or `input` the shim shows that dialog and sends the answer
+with `command/answer {flowId, answer}` (null when cancelled or when there is no UI), until a step of
+kind `done` arrives. The shim renders; all decisions are made here.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+from pydantic.alias_generators import to_camel
+
+
+class WireModel(BaseModel):
+    model_config = ConfigDict(
+        strict=True, extra="forbid", alias_generator=to_camel, populate_by_name=True, frozen=True
+    )
+
+
+# ---- initialize -------------------------------------------------------------------------------
+
+
+class ClientInfo(WireModel):
+    name: str = Field(max_length=200)
+    version: str = Field(max_length=100)
+
+
+class InitializeParams(WireModel):
+    protocol_version: str = Field(max_length=20)
+    client: ClientInfo
+    pi_version: str | None = Field(default=None, max_length=100)
+    agent_dir: str | None = Field(default=None, max_length=4096)
+    cwd: str = Field(max_length=4096)
+    project_trusted: bool = False
+    mode: str = Field(default="unknown", max_length=20)
+    has_ui: bool = False
+
+
+class ConfigState(WireModel):
+    ok: bool
+    backend: str
+    enabled: bool
+    problems: list[str]
+    sources: list[str]
+
+
+class RecallLimits(WireModel):
+    deadline_ms: int
+    enabled: bool
+
+
+class InitializeResult(WireModel):
+    protocol_version: str
+    server_version: str
+    config: ConfigState
+    recall: RecallLimits
+    status_text: str
+
+
+# ---- sessions and identity --------------------------------------------------------------------
+
+
+class EntryRef(WireModel):
+    """One session entry as the shim projects it: enough to derive the branch identity."""
+
+    id: str = Field(max_length=200)
+    parent_id: str | None = Field(default=None, max_length=200)
+    type: str = Field(default="", max_length=64)
+    role: str | None = Field(default=None, max_length=64)
+    ts: int | None = None  # the message's own timestamp (ms), for message entries
+
+
+class SessionParams(WireModel):
+    pi_session_id: str = Field(min_length=1, max_length=200)
+    session_file: str | None = Field(default=None, max_length=4096)
+    reason: str | None = Field(default=None, max_length=32)
+    entries: list[EntryRef] = Field(default_factory=list)
+    leaf_id: str | None = Field(default=None, max_length=200)
+
+
+class SessionResult(WireModel):
+    memory_session_id: str
+    branch: str
+
+
+# ---- recall -----------------------------------------------------------------------------------
+
+
+class RecallParams(WireModel):
+    pi_session_id: str = Field(min_length=1, max_length=200)
+    prompt: str
+    live_user_timestamps: list[int] = Field(default_factory=list)
+
+
+class LayerReport(WireModel):
+    layer: str
+    state: Literal["ok", "empty", "failed", "timeout", "skipped"]
+    items: int
+    ms: float
+    error: str | None = None
+
+
+class RecallResult(WireModel):
+    block: str | None
+    outcome: Literal["recalled", "partial", "empty", "skipped", "unavailable", "disabled"]
+    layers: list[LayerReport]
+    elapsed_ms: float
+    chars: int
+    status_text: str
+
+
+# ---- capture ----------------------------------------------------------------------------------
+
+
+class TurnSettledParams(WireModel):
+    pi_session_id: str = Field(min_length=1, max_length=200)
+    runs: list[list[Any]]
+    aborted: bool | None = None
+    # the session's entries at settle time: the branch identity is derived from them then, since a
+    # `/tree` branch only exists once its first message has been appended
+    entries: list[EntryRef] = Field(default_factory=list)
+    leaf_id: str | None = Field(default=None, max_length=200)
+
+
+class TurnSettledResult(WireModel):
+    captured: int
+    skipped: int
+    reasons: list[str]
+    status_text: str
+
+
+# ---- tools ------------------------------------------------------------------------------------
+
+ToolName = Literal["tdai_memory_search", "tdai_conversation_search", "tdai_memory_save"]
+
+
+class ToolCallParams(WireModel):
+    pi_session_id: str = Field(default="", max_length=200)
+    name: ToolName
+    arguments: dict[str, Any]
+
+
+class ToolCallResult(WireModel):
+    text: str
+    details: dict[str, Any]
+    is_error: bool = False
+
+
+# ---- commands ---------------------------------------------------------------------------------
+
+
+class CommandRunParams(WireModel):
+    name: str = Field(max_length=64)
+    args: str = Field(default="", max_length=100_000)
+    has_ui: bool = False
+    pi_session_id: str = Field(default="", max_length=200)
+
+
+class CommandAnswerParams(WireModel):
+    flow_id: str = Field(max_length=64)
+    answer: bool | str | list[str] | None = None
+
+
+class CommandStep(WireModel):
+    kind: Literal["done", "confirm", "select", "input"]
+    flow_id: str | None = None
+    title: str = ""
+    message: str = ""
+    options: list[str] = Field(default_factory=list)
+    placeholder: str = ""
+    level: Literal["info", "warning", "error"] = "info"
+    status_text: str | None = None
+
+
+# ---- status / shutdown / notifications --------------------------------------------------------
+
+
+class StatusParams(WireModel):
+    pass
+
+
+class ShutdownParams(WireModel):
+    reason: str = Field(default="quit", max_length=32)
+
+
+class ShutdownResult(WireModel):
+    drained: bool
+
+
+class StatusChanged(WireModel):
+    text: str

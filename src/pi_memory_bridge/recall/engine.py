@@ -1,0 +1,145 @@
+"""Recall: every layer at once under one deadline; late or failing layers are dropped, not waited for."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Callable, Coroutine
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from pi_memory_bridge.backends.base import Capability, MemoryBackend
+from pi_memory_bridge.recall.budget import render_block
+from pi_memory_bridge.recall.items import LAYER_ORDER, Layer, RecallItem
+from pi_memory_bridge.recall.layers import LayerQuery, fetch_l0, fetch_l1, fetch_l2, fetch_l3, fetch_skills
+from pi_memory_bridge.recall.trivial import is_trivial_prompt
+from pi_memory_bridge.redact import redact_text
+
+log = logging.getLogger(__name__)
+
+MAX_QUERY_CHARS = 2000
+LayerState = Literal["ok", "empty", "failed", "timeout", "skipped"]
+Outcome = Literal["recalled", "partial", "empty", "skipped", "unavailable", "disabled"]
+Fetch = Callable[[MemoryBackend, LayerQuery], Coroutine[Any, Any, list[RecallItem]]]
+
+_FETCHERS: dict[Layer, tuple[Fetch, Capability]] = {
+    Layer.L3: (fetch_l3, Capability.L3_PROFILE),
+    Layer.L1: (fetch_l1, Capability.L1_SEARCH),
+    Layer.L2: (fetch_l2, Capability.L2_SCENARIOS),
+    Layer.L0: (fetch_l0, Capability.L0_SEARCH),
+    Layer.SKILL: (fetch_skills, Capability.SKILLS),
+}
+
+
+@dataclass(frozen=True, slots=True)
+class RecallBudget:
+    deadline_ms: int = 3000
+    max_chars: int = 12000
+    limits: dict[Layer, int] = field(
+        default_factory=lambda: {Layer.L3: 1, Layer.L1: 6, Layer.L2: 2, Layer.L0: 4, Layer.SKILL: 5}
+    )
+    skip_trivial: bool = True
+    min_prompt_chars: int = 2
+
+
+@dataclass(frozen=True, slots=True)
+class LayerResult:
+    layer: Layer
+    state: LayerState
+    items: int
+    ms: float
+    error: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class RecallOutcome:
+    outcome: Outcome
+    block: str | None
+    layers: tuple[LayerResult, ...]
+    elapsed_ms: float
+    chars: int
+
+    def short_status(self) -> str:
+        if self.outcome in ("recalled", "partial"):
+            used = ", ".join(f"{r.layer} {r.items}" for r in self.layers if r.state == "ok" and r.items)
+            bad = [str(r.layer) for r in self.layers if r.state in ("failed", "timeout")]
+            tail = f"; {'/'.join(bad)} missed" if bad else ""
+            return f"memory: recalled ({used}){tail}"
+        return {
+            "empty": "memory: nothing relevant",
+            "skipped": "memory: ready",
+            "unavailable": "memory: recall unavailable",
+            "disabled": "memory: recall off",
+        }[self.outcome]
+
+
+def _stamp(finished_at: dict[Layer, float], layer: Layer) -> Callable[[object], None]:
+    def done(_task: object) -> None:
+        finished_at.setdefault(layer, time.perf_counter())
+
+    return done
+
+
+def build_query(prompt: str) -> str:
+    return prompt.strip()[:MAX_QUERY_CHARS]
+
+
+def _describe(exc: BaseException) -> str:
+    text: str = redact_text(f"{type(exc).__name__}: {exc}"[:300]).text
+    return text
+
+
+async def recall(
+    backend: MemoryBackend,
+    prompt: str,
+    budget: RecallBudget,
+    *,
+    live_user_timestamps: frozenset[int] = frozenset(),
+) -> RecallOutcome:
+    started = time.perf_counter()
+    if budget.skip_trivial and is_trivial_prompt(prompt, budget.min_prompt_chars):
+        return RecallOutcome("skipped", None, (), 0.0, 0)
+    query = build_query(prompt)
+    tasks: dict[Layer, asyncio.Task[list[RecallItem]]] = {}
+    finished_at: dict[Layer, float] = {}
+    skipped: list[LayerResult] = []
+    for layer in LAYER_ORDER:
+        fetch, capability = _FETCHERS[layer]
+        limit = budget.limits.get(layer, 0)
+        if limit <= 0 or capability not in backend.capabilities:
+            skipped.append(LayerResult(layer, "skipped", 0, 0.0))
+            continue
+        task = asyncio.create_task(fetch(backend, LayerQuery(query, limit, live_user_timestamps)))
+        task.add_done_callback(_stamp(finished_at, layer))
+        tasks[layer] = task
+    if tasks:
+        await asyncio.wait(tasks.values(), timeout=budget.deadline_ms / 1000)
+    results: dict[Layer, LayerResult] = {r.layer: r for r in skipped}
+    items: dict[Layer, list[RecallItem]] = {}
+    for layer, task in tasks.items():
+        ms = (finished_at.get(layer, time.perf_counter()) - started) * 1000
+        if not task.done():
+            task.cancel()  # a thread under it may go on, but its answer is no longer wanted
+            results[layer] = LayerResult(layer, "timeout", 0, ms, f"no answer within {budget.deadline_ms} ms")
+            continue
+        exc = task.exception()
+        if exc is not None:
+            log.warning("recall layer %s failed: %s", layer, _describe(exc))
+            results[layer] = LayerResult(layer, "failed", 0, ms, _describe(exc))
+            continue
+        items[layer] = task.result()
+        results[layer] = LayerResult(layer, "ok" if items[layer] else "empty", len(items[layer]), ms)
+    block, counts = render_block(items, budget.max_chars)
+    final = tuple(
+        LayerResult(r.layer, r.state, counts.get(r.layer, 0), r.ms, r.error) if r.state == "ok" else r
+        for r in (results[layer] for layer in LAYER_ORDER)
+    )
+    troubled = any(r.state in ("failed", "timeout") for r in final)
+    outcome: Outcome
+    if block is not None:
+        outcome = "partial" if troubled else "recalled"
+    else:
+        outcome = "unavailable" if troubled else "empty"
+    elapsed = (time.perf_counter() - started) * 1000
+    return RecallOutcome(outcome, block, final, elapsed, len(block or ""))

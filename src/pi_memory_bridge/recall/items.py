@@ -1,0 +1,67 @@
+"""Recalled items: what each layer yields, made safe (redacted, escaped) and comparable (dedupe keys)."""
+
+from __future__ import annotations
+
+import enum
+import re
+import unicodedata
+from dataclasses import dataclass
+
+from pi_memory_bridge.recall.boundary import escape_field, escape_label
+from pi_memory_bridge.redact import redact_text
+
+
+class Layer(enum.StrEnum):
+    L3 = "L3"
+    L1 = "L1"
+    L2 = "L2"
+    L0 = "L0"
+    SKILL = "Skill"
+
+
+# Output order; dedupe keeps the first occurrence in this order.
+LAYER_ORDER = (Layer.L3, Layer.L1, Layer.L2, Layer.L0, Layer.SKILL)
+SECTION_TITLES = {
+    Layer.L3: "[Profile (L3)]",
+    Layer.L1: "[Facts and preferences (L1)]",
+    Layer.L2: "[Scenario notes (L2)]",
+    Layer.L0: "[Earlier conversation (L0)]",
+    Layer.SKILL: "[Learned skills]",
+}
+# Shares of the character budget; what a layer leaves unused flows to the others.
+LAYER_SHARES = {Layer.L3: 0.20, Layer.L1: 0.25, Layer.L2: 0.20, Layer.L0: 0.20, Layer.SKILL: 0.15}
+# Which layers receive unused share first.
+OVERFLOW_PRIORITY = (Layer.L1, Layer.L0, Layer.L2, Layer.L3, Layer.SKILL)
+
+
+@dataclass(frozen=True, slots=True)
+class RecallItem:
+    layer: Layer
+    label: str  # already escaped, single line
+    body: str  # already redacted and escaped
+    dedupe_key: str
+
+    def render(self) -> str:
+        """`- [label] first line`, continuation lines indented, so no item can forge a header."""
+        lines = self.body.split("\n")
+        head = f"- [{self.label}] {lines[0]}" if self.label else f"- {lines[0]}"
+        return "\n".join([head, *("  " + line for line in lines[1:])])
+
+
+_NON_WORD = re.compile(r"[\W_]+", re.UNICODE)
+
+
+def dedupe_key(text: str) -> str:
+    return _NON_WORD.sub(" ", unicodedata.normalize("NFKC", text).casefold()).strip()
+
+
+def make_item(layer: Layer, label: str, text: str, *, key_text: str | None = None) -> RecallItem | None:
+    """Redact then escape; None when nothing is left to show."""
+    clean = redact_text(text.strip()).text.strip()
+    if not clean:
+        return None
+    safe_label = escape_label(redact_text(label).text)
+    key = dedupe_key(redact_text(key_text).text if key_text is not None else clean)
+    if not key:
+        return None
+    return RecallItem(layer=layer, label=safe_label, body=escape_field(clean), dedupe_key=key)

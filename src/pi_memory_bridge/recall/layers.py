@@ -1,0 +1,87 @@
+"""One fetch function per layer: backend calls in, `RecallItem`s out."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from dataclasses import dataclass
+
+from pi_memory_bridge.backends.base import BackendError, MemoryBackend
+from pi_memory_bridge.recall.items import Layer, RecallItem, make_item
+from pi_memory_bridge.textsearch import overlap_score, query_terms
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class LayerQuery:
+    query: str
+    limit: int
+    live_user_timestamps: frozenset[int]
+
+
+async def fetch_l3(backend: MemoryBackend, q: LayerQuery) -> list[RecallItem]:
+    profile = await backend.read_profile()
+    if profile is None:
+        return []
+    item = make_item(Layer.L3, "profile", profile.content)
+    return [item] if item else []
+
+
+async def fetch_l1(backend: MemoryBackend, q: LayerQuery) -> list[RecallItem]:
+    memories = await backend.search_atomic(q.query, q.limit)
+    items = (make_item(Layer.L1, m.type, m.content) for m in memories[: q.limit])
+    return [i for i in items if i is not None]
+
+
+async def fetch_l0(backend: MemoryBackend, q: LayerQuery) -> list[RecallItem]:
+    # Ask for a few more than needed: turns of the live branch are dropped below.
+    hits = await backend.search_conversation(q.query, q.limit + min(8, len(q.live_user_timestamps)))
+    items: list[RecallItem] = []
+    for hit in hits:
+        if round(hit.created_at.timestamp() * 1000) in q.live_user_timestamps:
+            continue  # already in the model's context
+        text = f"user: {hit.user_text.strip()}\nassistant: {hit.assistant_text.strip()}"
+        label = hit.created_at.strftime("%Y-%m-%d")
+        item = make_item(Layer.L0, label, text)
+        if item is not None:
+            items.append(item)
+        if len(items) >= q.limit:
+            break
+    return items
+
+
+async def fetch_l2(backend: MemoryBackend, q: LayerQuery) -> list[RecallItem]:
+    terms = query_terms(q.query)
+    if not terms:
+        return []
+    entries = await backend.list_scenarios()
+    scored = [(overlap_score(terms, f"{e.path}\n{e.summary}"), i, e) for i, e in enumerate(entries)]
+    chosen = [e for score, _, e in sorted((s for s in scored if s[0] > 0), key=lambda s: (-s[0], s[1]))]
+    chosen = chosen[: q.limit]
+    notes = await asyncio.gather(*(backend.read_scenario(e.path) for e in chosen), return_exceptions=True)
+    items: list[RecallItem] = []
+    for entry, note in zip(chosen, notes, strict=True):
+        if isinstance(note, BaseException):
+            # one unreadable note must not cost the others
+            log.warning("scenario %s unreadable: %s", entry.path, note)
+            if not isinstance(note, BackendError | OSError):
+                raise note
+            continue
+        item = make_item(Layer.L2, note.path, note.content)
+        if item is not None:
+            items.append(item)
+    return items
+
+
+async def fetch_skills(backend: MemoryBackend, q: LayerQuery) -> list[RecallItem]:
+    hits = await backend.search_skills(q.query, q.limit)
+    items: list[RecallItem] = []
+    for hit in hits[: q.limit]:
+        body = "\n".join(p for p in (hit.description.strip(), hit.snippet.strip()) if p)
+        item = make_item(
+            Layer.SKILL, f"{hit.name} id={hit.id}", body or hit.name, key_text=f"{hit.name}\n{body}"
+        )
+        if item is not None:
+            items.append(item)
+    return items

@@ -1,0 +1,93 @@
+"""Secret redaction for everything the bridge persists or prints.
+
+``redact_text`` replaces credentials in free text with typed placeholders such as
+``[REDACTED:github-token]``; ``redact_value`` does the same inside JSON-like values and blanks
+whatever sits under a credential name (``password``, ``apiKey``, ``Authorization``...).
+
+Guarantees:
+- linear time: every pattern runs on RE2 and every check is bounded by its match;
+- idempotent: placeholders are never matched again, so redacting twice changes nothing;
+- name rules work on words, so ``max_tokens`` or ``secretary`` are left alone.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Final
+
+from ._assignment import ASSIGNMENT_RULE
+from ._blocks import redact_kubernetes_secrets, redact_private_keys
+from ._context_rules import (
+    AUTH_HEADER_RULE,
+    BASIC_RULE,
+    BEARER_RULE,
+    CLI_FLAG_RULE,
+    CURL_USER_RULE,
+    HEADER_OPTION_RULE,
+    KEY_VALUE_ATTRIBUTES_RULE,
+    SQL_PASSWORD_RULE,
+    URL_USERINFO_RULE,
+    XML_ELEMENT_RULE,
+)
+from ._engine import Rule, Tally, decode_text, encode_text
+from ._keys import is_sensitive_key
+from ._token_rules import AWS_LABELLED_RULE, AWS_PAIR_RULE, TOKEN_RULE
+from ._structural import MAX_DEPTH, StructuralRedactor
+
+__all__ = ["MAX_DEPTH", "Redacted", "is_sensitive_key", "redact_text", "redact_value"]
+
+# Order matters: whole blocks first, then self-identifying tokens (most specific kinds), then
+# rules that need the surrounding context. Later rules skip text already replaced.
+_RULES: Final[tuple[Rule, ...]] = (
+    redact_private_keys,
+    redact_kubernetes_secrets,
+    AWS_PAIR_RULE,
+    TOKEN_RULE,
+    URL_USERINFO_RULE,
+    AWS_LABELLED_RULE,
+    AUTH_HEADER_RULE,
+    HEADER_OPTION_RULE,
+    CURL_USER_RULE,
+    BEARER_RULE,
+    BASIC_RULE,
+    SQL_PASSWORD_RULE,
+    XML_ELEMENT_RULE,
+    KEY_VALUE_ATTRIBUTES_RULE,
+    CLI_FLAG_RULE,
+    ASSIGNMENT_RULE,
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Redacted:
+    text: str
+    count: int  # number of secrets replaced
+    kinds: tuple[str, ...]  # kinds found, sorted, e.g. ("aws-access-key-id", "aws-secret")
+
+
+def redact_text(text: str) -> Redacted:
+    """Replace every secret found in ``text`` with ``[REDACTED:<kind>]``."""
+    tally = Tally()
+    data = encode_text(text)
+    for rule in _RULES:
+        data = rule(data, tally)
+    if not tally.count:
+        return Redacted(text, 0, ())
+    return Redacted(decode_text(data), tally.count, tuple(sorted(tally.kinds)))
+
+
+def _redact_text_counted(text: str) -> tuple[str, int]:
+    redacted = redact_text(text)
+    return redacted.text, redacted.count
+
+
+def redact_value(value: object) -> tuple[object, int]:
+    """Structural redaction of JSON-like values (dict/list/str/int/float/bool/None).
+
+    Values under sensitive key names become ``"[REDACTED:<kind>]"`` wholesale (None, booleans
+    and empty strings are kept: they hold no secret). Every string at any depth, keys included,
+    also goes through :func:`redact_text`. Containers nested deeper than ``MAX_DEPTH`` become
+    ``"[REDACTED:max-depth]"``. Returns the new value and the number of secrets replaced.
+    """
+    walker = StructuralRedactor(_redact_text_counted)
+    return walker.walk(value), walker.count

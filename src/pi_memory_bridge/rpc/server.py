@@ -1,0 +1,192 @@
+"""JSON-RPC 2.0 endpoint over a byte stream: envelope checks, dispatch, notifications.
+
+The domain never sees JSON: handlers are registered with a pydantic params model and return a
+pydantic model (or a JSON-able value). Every failure becomes the matching `JsonRpcError` on the
+wire and the endpoint keeps serving.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from pydantic import BaseModel, ConfigDict, StrictInt, StrictStr, ValidationError
+
+from pi_memory_bridge.rpc.errors import (
+    InternalError,
+    InvalidParams,
+    InvalidRequest,
+    JsonRpcError,
+    MethodNotFound,
+    ParseError,
+    ServerNotInitialized,
+)
+from pi_memory_bridge.rpc.framing import DEFAULT_MAX_LINE_BYTES, Line, LineFramer
+
+log = logging.getLogger(__name__)
+
+RequestId = StrictInt | StrictStr
+
+
+class _Envelope(BaseModel):
+    model_config = ConfigDict(strict=True, extra="forbid")
+    jsonrpc: StrictStr
+    method: StrictStr
+    id: RequestId | None = None
+    params: dict[str, Any] | None = None
+
+
+class ByteReader(Protocol):
+    async def read(self, n: int) -> bytes: ...
+
+
+class ByteWriter(Protocol):
+    def write(self, data: bytes) -> None: ...
+
+    async def drain(self) -> None: ...
+
+
+Handler = Callable[[Any], Awaitable[Any]]
+
+
+@dataclass(frozen=True, slots=True)
+class _Route:
+    params_model: type[BaseModel]
+    handler: Handler
+    before_init: bool
+
+
+def _format_validation_error(exc: ValidationError) -> tuple[str, list[dict[str, Any]]]:
+    fields: list[dict[str, Any]] = []
+    parts: list[str] = []
+    for err in exc.errors(include_url=False, include_input=False):
+        loc = ".".join(str(p) for p in err["loc"]) or "(params)"
+        fields.append({"field": loc, "message": err["msg"], "type": err["type"]})
+        parts.append(f"{loc}: {err['msg']}")
+    return "; ".join(parts), fields
+
+
+class RpcEndpoint:
+    def __init__(self, *, max_line_bytes: int = DEFAULT_MAX_LINE_BYTES) -> None:
+        self._routes: dict[str, _Route] = {}
+        self._max_line = max_line_bytes
+        self._writer: ByteWriter | None = None
+        self._write_lock = asyncio.Lock()
+        self._tasks: set[asyncio.Task[None]] = set()
+        self.initialized = False
+
+    def route(
+        self, method: str, params_model: type[BaseModel], *, before_init: bool = False
+    ) -> Callable[[Handler], Handler]:
+        def register(handler: Handler) -> Handler:
+            self._routes[method] = _Route(params_model, handler, before_init)
+            return handler
+
+        return register
+
+    async def notify(self, method: str, params: BaseModel | dict[str, Any]) -> None:
+        """Send a notification to the peer (no response expected)."""
+        payload = params.model_dump(mode="json", by_alias=True) if isinstance(params, BaseModel) else params
+        await self._send({"jsonrpc": "2.0", "method": method, "params": payload})
+
+    async def serve(self, reader: ByteReader, writer: ByteWriter) -> None:
+        """Serve until EOF; requests in flight at EOF are finished before returning."""
+        self._writer = writer
+        framer = LineFramer(self._max_line)
+        while True:
+            chunk = await reader.read(65536)
+            frames = list(framer.feed(chunk)) if chunk else list(framer.finish())
+            for frame in frames:
+                if isinstance(frame, Line):
+                    self._dispatch_line(frame.data)
+                else:
+                    await self._send_error(
+                        None,
+                        InvalidRequest(f"line of {frame.size} bytes exceeds the {self._max_line}-byte cap"),
+                    )
+            if not chunk:
+                break
+        await self.drain_tasks()
+
+    async def drain_tasks(self) -> None:
+        while self._tasks:
+            await asyncio.gather(*list(self._tasks), return_exceptions=True)
+
+    def _dispatch_line(self, data: bytes) -> None:
+        task = asyncio.create_task(self._handle_line(data))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _handle_line(self, data: bytes) -> None:
+        try:
+            raw = json.loads(data)
+        except (ValueError, UnicodeDecodeError) as exc:
+            await self._send_error(None, ParseError(f"line is not valid JSON: {exc}"))
+            return
+        if not isinstance(raw, dict):
+            await self._send_error(None, InvalidRequest("a request must be a JSON object"))
+            return
+        raw_id = raw.get("id")
+        reply_id = raw_id if isinstance(raw_id, int | str) and not isinstance(raw_id, bool) else None
+        if "result" in raw or "error" in raw:
+            log.warning("ignoring a response from the peer; this endpoint sends no requests")
+            return
+        try:
+            env = _Envelope.model_validate(raw)
+        except ValidationError as exc:
+            message, fields = _format_validation_error(exc)
+            await self._send_error(reply_id, InvalidRequest(f"not a JSON-RPC 2.0 request: {message}", fields))
+            return
+        if env.jsonrpc != "2.0":
+            await self._send_error(reply_id, InvalidRequest('jsonrpc must be "2.0"'))
+            return
+        is_notification = "id" not in raw
+        try:
+            result = await self._call(env)
+        except JsonRpcError as exc:
+            if not is_notification:
+                await self._send_error(env.id, exc)
+            return
+        except Exception as exc:  # a handler bug must not take the sidecar down
+            log.exception("handler for %s raised", env.method)
+            if not is_notification:
+                await self._send_error(
+                    env.id, InternalError(f"{env.method} failed: {type(exc).__name__}: {exc}")
+                )
+            return
+        if not is_notification:
+            if isinstance(result, BaseModel):
+                result = result.model_dump(mode="json", by_alias=True)
+            await self._send({"jsonrpc": "2.0", "id": env.id, "result": result})
+
+    async def _call(self, env: _Envelope) -> Any:
+        route = self._routes.get(env.method)
+        if route is None:
+            raise MethodNotFound(f"unknown method {env.method!r}")
+        if not route.before_init and not self.initialized:
+            raise ServerNotInitialized(f"{env.method} called before initialize")
+        try:
+            params = route.params_model.model_validate(env.params or {})
+        except ValidationError as exc:
+            message, fields = _format_validation_error(exc)
+            raise InvalidParams(f"invalid params for {env.method}: {message}", fields) from None
+        return await route.handler(params)
+
+    async def _send_error(self, req_id: int | str | None, err: JsonRpcError) -> None:
+        await self._send({"jsonrpc": "2.0", "id": req_id, "error": err.to_wire()})
+
+    async def _send(self, message: dict[str, Any]) -> None:
+        if self._writer is None:
+            return
+        # ensure_ascii keeps U+2028/U+2029 escaped, so a naive line splitter on the other side stays safe
+        line = json.dumps(message, ensure_ascii=True, separators=(",", ":")).encode() + b"\n"
+        async with self._write_lock:
+            try:
+                self._writer.write(line)
+                await self._writer.drain()
+            except (ConnectionError, BrokenPipeError):
+                log.warning("peer closed the stream; dropping a %d-byte message", len(line))

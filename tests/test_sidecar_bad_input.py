@@ -1,0 +1,141 @@
+"""Recall on a bad day (issue: Recall, acceptance 5): a corrupt or locked database, an unreadable
+profile, a 1 MB prompt. Recall returns what it can (or nothing) within the deadline, says why in
+status, and nothing crashes. The sidecar runs in-process against the real local store."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from pi_memory_bridge.app import Sidecar
+from pi_memory_bridge.protocol import InitializeParams, RecallParams, TurnSettledParams
+
+DEADLINE_MS = 600
+
+
+def _user(text: str, ts: int) -> dict[str, object]:
+    return {"role": "user", "content": [{"type": "text", "text": text}], "timestamp": ts}
+
+
+def _assistant(text: str, ts: int) -> dict[str, object]:
+    return {
+        "role": "assistant",
+        "content": [{"type": "text", "text": text}],
+        "stopReason": "stop",
+        "timestamp": ts,
+    }
+
+
+@pytest.fixture
+def agent_dir(tmp_path: Path) -> Path:
+    agent = tmp_path / "agent"
+    (agent / "memory-bridge").mkdir(parents=True)
+    config = {"schemaVersion": 1, "recall": {"deadlineMs": DEADLINE_MS}}
+    (agent / "memory-bridge" / "config.json").write_text(json.dumps(config), encoding="utf-8")
+    return agent
+
+
+async def start(agent_dir: Path) -> Sidecar:
+    sidecar = Sidecar(env={"HOME": str(agent_dir.parent), "PI_CODING_AGENT_DIR": str(agent_dir)})
+    await sidecar.initialize(
+        InitializeParams.model_validate(
+            {"protocolVersion": "1.0", "client": {"name": "t", "version": "0"}, "cwd": str(agent_dir.parent)}
+        )
+    )
+    return sidecar
+
+
+async def seed(sidecar: Sidecar) -> None:
+    runs = [
+        [
+            _user("我负责后端，用 Go，最讨厌魔法数字", 1_764_000_000_000),
+            _assistant("好的，用常量。", 1_764_000_000_500),
+        ]
+    ]
+    result = await sidecar.turn_settled(TurnSettledParams(pi_session_id="s1", runs=runs, aborted=False))
+    assert result.captured == 1
+
+
+async def ask(sidecar: Sidecar, prompt: str = "我讨厌什么代码风格？") -> tuple[float, str, str | None]:
+    started = time.perf_counter()
+    result = await sidecar.recall(RecallParams(pi_session_id="s2", prompt=prompt))
+    return time.perf_counter() - started, result.outcome, result.block
+
+
+async def test_corrupt_database_file(agent_dir: Path) -> None:
+    (agent_dir / "memory-bridge" / "memory.sqlite3").write_bytes(os.urandom(64 * 1024))
+    sidecar = await start(agent_dir)
+    elapsed, outcome, block = await ask(sidecar)
+    assert outcome == "unavailable" and block is None
+    assert elapsed < DEADLINE_MS / 1000
+    report = await sidecar.status_report()
+    assert not report.backend_ok
+    assert any("corrupt" in p.what.lower() or "damaged" in p.what.lower() for p in report.problems), (
+        report.problems
+    )
+    assert sidecar._footer() == "memory: local unavailable"
+
+
+_HOLDER = """
+import sqlite3, sys
+conn = sqlite3.connect(sys.argv[1], isolation_level=None)
+conn.execute("PRAGMA locking_mode = EXCLUSIVE")
+conn.execute("BEGIN EXCLUSIVE")
+conn.execute("CREATE TABLE IF NOT EXISTS _lock_probe(x)")
+print("locked", flush=True)
+sys.stdin.read()
+"""
+
+
+async def test_database_locked_by_another_process(agent_dir: Path) -> None:
+    first = await start(agent_dir)
+    await seed(first)
+    await first.shutdown()
+    db = agent_dir / "memory-bridge" / "memory.sqlite3"
+    holder = subprocess.Popen(  # noqa: ASYNC220 - a lock holder must be another process
+        [sys.executable, "-c", _HOLDER, str(db)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+    )
+    try:
+        assert holder.stdout is not None and holder.stdout.readline().strip() == "locked"
+        started = time.perf_counter()
+        sidecar = await start(agent_dir)  # the handshake does not wait for a locked store
+        assert time.perf_counter() - started < 2.0
+        elapsed, outcome, _block = await ask(sidecar)
+        assert elapsed < DEADLINE_MS / 1000
+        assert outcome == "unavailable"
+        report = await sidecar.status_report()
+        assert not report.backend_ok
+    finally:
+        assert holder.stdin is not None
+        holder.stdin.close()
+        holder.wait(10)
+    # once the lock is gone the store is reopened in the background: memory comes back by itself
+    sidecar._last_open_attempt = -1e9  # skip the reopen interval instead of sleeping through it
+    await sidecar.ensure_backend(10)
+    _elapsed, outcome, block = await ask(sidecar)
+    assert outcome == "recalled" and block is not None and "魔法数字" in block
+
+
+async def test_unreadable_profile_costs_only_its_layer(agent_dir: Path) -> None:
+    (agent_dir / "memory-bridge" / "profile.md").write_bytes(b"\xff\xfe\x00 not utf-8 \xc3\x28")
+    sidecar = await start(agent_dir)
+    await seed(sidecar)
+    _elapsed, outcome, block = await ask(sidecar)
+    assert outcome == "partial"
+    assert block is not None and "魔法数字" in block
+    report = await sidecar.status_report()
+    assert "L3 failed" in report.last_recall
+
+
+async def test_one_megabyte_prompt(agent_dir: Path) -> None:
+    sidecar = await start(agent_dir)
+    await seed(sidecar)
+    elapsed, outcome, block = await ask(sidecar, "讨厌 魔法数字 " * 90_000)
+    assert elapsed < DEADLINE_MS / 1000
+    assert outcome == "recalled" and block is not None and len(block) <= 12_000

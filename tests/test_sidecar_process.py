@@ -1,0 +1,85 @@
+"""The real sidecar process: handshake, bad input, capture+recall round trip, exit on EOF."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import pytest
+
+from sidecar_client import SidecarProcess
+
+
+@pytest.fixture
+def sidecar(tmp_path: Path):  # type: ignore[no-untyped-def]
+    agent = tmp_path / "home" / ".pi" / "agent"
+    agent.mkdir(parents=True)
+    proc = SidecarProcess(agent)
+    yield proc
+    if proc.proc.poll() is None:
+        proc.proc.kill()
+        proc.proc.wait()
+
+
+def user(text: str, ts: int) -> dict:
+    return {"role": "user", "content": [{"type": "text", "text": text}], "timestamp": ts}
+
+
+def assistant(text: str, ts: int) -> dict:
+    return {
+        "role": "assistant",
+        "content": [{"type": "text", "text": text}],
+        "stopReason": "stop",
+        "timestamp": ts,
+    }
+
+
+def test_handshake_reports_version_and_config(sidecar: SidecarProcess, tmp_path: Path) -> None:
+    res = sidecar.initialize(tmp_path)["result"]
+    assert res["protocolVersion"] == "1.0"
+    assert res["serverVersion"]
+    assert res["config"]["backend"] == "local" and res["config"]["ok"]
+    assert res["statusText"] == "memory: ready"
+
+
+def test_protocol_mismatch_is_a_clear_error_not_a_crash(sidecar: SidecarProcess, tmp_path: Path) -> None:
+    err = sidecar.call(
+        "initialize",
+        {"protocolVersion": "9.0", "client": {"name": "t", "version": "0"}, "cwd": str(tmp_path)},
+    )["error"]
+    assert err["code"] == -32003 and "9.0" in err["message"]
+    assert sidecar.initialize(tmp_path)["result"]["protocolVersion"] == "1.0"
+
+
+def test_malformed_input_keeps_the_sidecar_serving(sidecar: SidecarProcess, tmp_path: Path) -> None:
+    sidecar.initialize(tmp_path)
+    sidecar.send_raw(b"{garbage\n")
+    assert sidecar.wait_for(None)["error"]["code"] == -32700
+    bad = sidecar.call("recall", {"piSessionId": "s", "prompt": 42})
+    assert bad["error"]["code"] == -32602 and "prompt" in bad["error"]["message"]
+    assert sidecar.call("status")["result"]["backend"] == "local"
+
+
+def test_capture_then_recall_in_another_session(sidecar: SidecarProcess, tmp_path: Path) -> None:
+    sidecar.initialize(tmp_path)
+    runs = [
+        [
+            user("我负责后端，用 Go，最讨厌魔法数字", 1_764_000_000_000),
+            assistant("记住了：用常量。", 1_764_000_001_000),
+        ]
+    ]
+    settled = sidecar.call("turn/settled", {"piSessionId": "sess-1", "runs": runs, "aborted": False})[
+        "result"
+    ]
+    assert settled["captured"] == 1
+    rec = sidecar.call("recall", {"piSessionId": "sess-2", "prompt": "我讨厌什么代码风格？"})["result"]
+    assert rec["outcome"] == "recalled"
+    assert "魔法数字" in rec["block"]
+    assert rec["block"].startswith("<recalled_memory")
+
+
+def test_exits_on_stdin_eof(sidecar: SidecarProcess, tmp_path: Path) -> None:
+    sidecar.initialize(tmp_path)
+    started = time.monotonic()
+    assert sidecar.close(timeout=10) == 0
+    assert time.monotonic() - started < 5

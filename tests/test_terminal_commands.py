@@ -1,0 +1,57 @@
+"""`pi-memory-bridge forget` and `search` in a terminal, on a real local store."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+
+from pi_memory_bridge.backends.base import ConversationTurn
+from pi_memory_bridge.backends.local import LocalBackend
+from pi_memory_bridge.terminal import forget, search
+
+
+@pytest.fixture
+def store(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    agent = tmp_path / "agent"
+    monkeypatch.setenv("PI_CODING_AGENT_DIR", str(agent))
+    monkeypatch.setenv("HOME", str(tmp_path))
+    backend = LocalBackend(agent / "memory-bridge")
+    when = datetime(2026, 11, 1, tzinfo=UTC)
+    backend.store.add_turns(
+        [
+            ConversationTurn("t1", "s", "the billing cluster is blue", "ok", when),
+            ConversationTurn("t2", "s", "lunch is at noon", "ok", when),
+        ]
+    )
+    backend.store.save_atomic("billing owner is Dana", "fact", "user")
+    asyncio.run(backend.close())
+    yield agent / "memory-bridge"
+
+
+def _count(root: Path) -> tuple[int, int]:
+    backend = LocalBackend(root)
+    counts = asyncio.run(backend.status()).counts
+    asyncio.run(backend.close())
+    return counts["turns"], counts["atomic"]
+
+
+def test_forget_asks_and_deletes_only_after_yes(store: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    answers = iter(["1", "n"])  # "delete all", then "no" at the final confirmation
+    assert forget("billing", ask=lambda _prompt: next(answers)) == 0
+    assert "nothing was deleted" in capsys.readouterr().out
+    assert _count(store) == (2, 1)
+    answers = iter(["1", "y"])
+    assert forget("billing", ask=lambda _prompt: next(answers)) == 0
+    out = capsys.readouterr().out
+    assert out.count("deleted ") == 2
+    assert _count(store) == (1, 0)
+
+
+def test_search_prints_both_layers(store: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert search("billing", 5) == 0
+    out = capsys.readouterr().out
+    assert "billing owner is Dana" in out and "billing cluster is blue" in out

@@ -35,6 +35,8 @@ def spawn_once(env: dict[str, str], cwd: str) -> tuple[float, subprocess.Popen[b
     proc.stdin.write(_init_line(cwd))
     proc.stdin.flush()
     line = proc.stdout.readline()
+    while b'"id"' not in line:  # skip notifications
+        line = proc.stdout.readline()
     elapsed = (time.perf_counter() - started) * 1000
     assert b'"result"' in line, line
     return elapsed, proc

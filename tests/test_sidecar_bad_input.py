@@ -60,6 +60,9 @@ async def seed(sidecar: Sidecar) -> None:
     ]
     result = await sidecar.turn_settled(TurnSettledParams(pi_session_id="s1", runs=runs, aborted=False))
     assert result.captured == 1
+    assert sidecar.delivery is not None
+    report = await sidecar.delivery.flush()  # delivery is in the background; do not race it
+    assert report.delivered == 1
 
 
 async def ask(sidecar: Sidecar, prompt: str = "我讨厌什么代码风格？") -> tuple[float, str, str | None]:

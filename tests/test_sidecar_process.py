@@ -72,7 +72,12 @@ def test_capture_then_recall_in_another_session(sidecar: SidecarProcess, tmp_pat
         "result"
     ]
     assert settled["captured"] == 1
-    rec = sidecar.call("recall", {"piSessionId": "sess-2", "prompt": "我讨厌什么代码风格？"})["result"]
+    deadline = time.monotonic() + 10  # delivery from the outbox runs in the background
+    while True:
+        rec = sidecar.call("recall", {"piSessionId": "sess-2", "prompt": "我讨厌什么代码风格？"})["result"]
+        if rec["outcome"] == "recalled" or time.monotonic() > deadline:
+            break
+        time.sleep(0.05)
     assert rec["outcome"] == "recalled"
     assert "魔法数字" in rec["block"]
     assert rec["block"].startswith("<recalled_memory")

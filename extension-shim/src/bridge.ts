@@ -225,6 +225,10 @@ function registerCommands(pi: ExtensionAPI): void {
 		description: "Find memories matching a query, preview them, choose, confirm, delete: /tdai-memory-forget <query>",
 		handler: (args, ctx) => runCommand("forget", args, ctx),
 	});
+	pi.registerCommand("tdai-memory-outbox", {
+		description: "Capture outbox: status | list [pending|dead|quarantined] | flush | requeue <id|all> | purge <id|all>",
+		handler: (args, ctx) => runCommand("outbox", args, ctx),
+	});
 	pi.registerCommand("tdai-memory-remember", {
 		description: "Save a fact or preference to long-term memory: /tdai-memory-remember <text>",
 		handler: (args, ctx) => runCommand("remember", args, ctx),

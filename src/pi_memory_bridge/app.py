@@ -12,9 +12,10 @@ import logging
 import os
 import time
 from collections import Counter
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Callable, Coroutine, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from pi_memory_bridge._version import PROTOCOL_VERSION, __version__
 from pi_memory_bridge.backends.base import BackendError, MemoryBackend
@@ -22,9 +23,12 @@ from pi_memory_bridge.backends.factory import open_backend
 from pi_memory_bridge.capture import CaptureSink, DirectSink, prepare_capture
 from pi_memory_bridge.commands.flows import Flow, FlowRegistry, UnknownFlow, done
 from pi_memory_bridge.commands.forget import ForgetDeps, forget_flow
+from pi_memory_bridge.commands.outbox_ops import OutboxDeps, describe_counts, outbox_flow
 from pi_memory_bridge.commands.status import Problem, StatusReport, render_status
-from pi_memory_bridge.config import LoadedConfig, default_agent_dir, load_config
+from pi_memory_bridge.config import LoadedConfig, data_dir, default_agent_dir, load_config
+from pi_memory_bridge.delivery import CaptureDelivery, footer_for
 from pi_memory_bridge.identity import BranchIdentity, EntryLink, derive_branch
+from pi_memory_bridge.outbox import OutboxCounts
 from pi_memory_bridge.protocol import (
     CommandAnswerParams,
     CommandRunParams,
@@ -53,7 +57,7 @@ log = logging.getLogger(__name__)
 INITIAL_OPEN_WAIT_S = 1.0
 CAPTURE_OPEN_WAIT_S = 2.0
 REOPEN_INTERVAL_S = 30.0
-Notify = Callable[[str], Awaitable[None]]
+Notify = Callable[[str], Coroutine[Any, Any, None]]
 
 
 @dataclass
@@ -96,6 +100,8 @@ class Sidecar:
         self.backend: MemoryBackend | None = None
         self.backend_error: str | None = None
         self.sink: CaptureSink | None = None
+        self.delivery: CaptureDelivery | None = None
+        self.delivery_error: str | None = None
         self.sessions: dict[str, BranchIdentity] = {}
         self.last_recall: RecallOutcome | None = None
         self.capture_stats = CaptureStats()
@@ -103,6 +109,8 @@ class Sidecar:
         self.log_file: Path | None = None
         self._closing = False
         self._opening: asyncio.Task[None] | None = None
+        self._handshake_done = False
+        self._background: set[asyncio.Task[None]] = set()
         self._last_open_attempt = -REOPEN_INTERVAL_S
 
     def set_notify(self, notify: Notify) -> None:
@@ -124,6 +132,8 @@ class Sidecar:
         )
         for problem in self.loaded.problems:
             log.warning("config: %s", problem)
+        if self.loaded.backend_ready and self.loaded.config.capture.enabled:
+            await self._open_delivery()
         if self.loaded.backend_ready:
             # Usually opens in milliseconds; a locked or slow store must not hold up the handshake.
             await self.ensure_backend(INITIAL_OPEN_WAIT_S)
@@ -131,6 +141,7 @@ class Sidecar:
             errors = "; ".join(str(e) for e in self.loaded.errors)
             self.backend_error = f"not configured: {errors}" if errors else "not configured"
         cfg = self.loaded.config
+        self._handshake_done = True
         return InitializeResult(
             protocol_version=PROTOCOL_VERSION,
             server_version=__version__,
@@ -160,6 +171,24 @@ class Sidecar:
             await asyncio.wait({task}, timeout=wait_s)
         return self.backend
 
+    async def _open_delivery(self) -> None:
+        assert self.agent_dir is not None
+        try:
+            self.delivery = await CaptureDelivery.open(data_dir(self.agent_dir), self._outbox_changed)
+        except (BackendError, OSError) as exc:
+            self.delivery_error = redact_text(f"{type(exc).__name__}: {exc}").text
+            log.error("cannot open the outbox, capturing straight to the backend: %s", self.delivery_error)
+            return
+        self.sink = self.delivery
+
+    def _outbox_changed(self, counts: OutboxCounts) -> None:
+        if self._notify is not None and self._handshake_done and not self._closing:
+            task: asyncio.Task[None] = asyncio.get_running_loop().create_task(
+                self._notify(footer_for(counts))
+            )
+            self._background.add(task)
+            task.add_done_callback(self._background.discard)
+
     async def _open_backend(self) -> None:
         assert self.loaded is not None and self.agent_dir is not None
         try:
@@ -170,12 +199,17 @@ class Sidecar:
             return
         self.backend = backend
         self.backend_error = None
-        self.sink = DirectSink(backend)
-        if self._notify is not None and not self._closing:
-            await self._notify(self._footer())
+        if self.delivery is not None:
+            self.delivery.attach_backend(backend)
+        else:
+            self.sink = DirectSink(backend)
+        if self._notify is not None and self._handshake_done and not self._closing:
+            await self._notify(self._footer())  # a late open: the handshake already said "unavailable"
 
     async def shutdown(self) -> None:
         self._closing = True
+        if self.delivery is not None:
+            await self.delivery.close()
         if self.backend is not None:
             try:
                 await self.backend.close()
@@ -282,36 +316,36 @@ class Sidecar:
         stats.skipped += len(prepared.skipped_reasons)
         stats.skip_reasons.update(prepared.skipped_reasons)
         stats.redactions += prepared.redactions
-        if prepared.turns:
-            await self.ensure_backend(CAPTURE_OPEN_WAIT_S)
-            if self.sink is None:
-                stats.failures += 1
-                stats.last_error = self.backend_error or "no backend"
-                return TurnSettledResult(
-                    captured=0,
-                    skipped=len(prepared.skipped_reasons),
-                    reasons=list(prepared.skipped_reasons),
-                    status_text="memory: capture failed (backend unavailable)",
-                )
+        skipped = len(prepared.skipped_reasons)
+        reasons = list(prepared.skipped_reasons)
+        if not prepared.turns:
+            return TurnSettledResult(
+                captured=0, skipped=skipped, reasons=reasons, status_text="memory: nothing to capture"
+            )
+        # with the outbox, capture never waits for the backend; without it, give a slow open a moment
+        await self.ensure_backend(0 if self.delivery is not None else CAPTURE_OPEN_WAIT_S)
+        failure: str | None = None
+        if self.sink is None:
+            failure = self.backend_error or self.delivery_error or "no backend"
+        else:
             try:
                 await self.sink.submit(prepared.turns)
             except BackendError as exc:
-                stats.failures += 1
-                stats.last_error = redact_text(f"{type(exc).__name__}: {exc}").text
-                log.error("capture failed: %s", stats.last_error)
-                return TurnSettledResult(
-                    captured=0,
-                    skipped=len(prepared.skipped_reasons),
-                    reasons=list(prepared.skipped_reasons),
-                    status_text="memory: capture failed",
-                )
-            stats.captured += len(prepared.turns)
-        status = f"memory: captured {len(prepared.turns)}" if prepared.turns else "memory: nothing to capture"
+                failure = redact_text(f"{type(exc).__name__}: {exc}").text
+        if failure is not None:
+            stats.failures += 1
+            stats.last_error = failure
+            log.error("capture failed: %s", failure)
+            return TurnSettledResult(
+                captured=0, skipped=skipped, reasons=reasons, status_text="memory: capture failed"
+            )
+        stats.captured += len(prepared.turns)
+        verb = "queued" if self.delivery is not None else "captured"
         return TurnSettledResult(
             captured=len(prepared.turns),
-            skipped=len(prepared.skipped_reasons),
-            reasons=list(prepared.skipped_reasons),
-            status_text=status,
+            skipped=skipped,
+            reasons=reasons,
+            status_text=f"memory: {verb} {len(prepared.turns)}",
         )
 
     # ---- tools --------------------------------------------------------------------------------
@@ -342,6 +376,7 @@ class Sidecar:
             "status": self._status_flow,
             "remember": self._remember_flow,
             "forget": self._forget_flow,
+            "outbox": self._outbox_flow,
         }
         make = flows.get(p.name)
         if make is None:
@@ -359,8 +394,33 @@ class Sidecar:
         yield done(render_status(report), "info" if report.healthy else "warning", report.footer())
 
     def _forget_flow(self, p: CommandRunParams) -> Flow:
-        deps = ForgetDeps(backend=self.backend, backend_problem=self.backend_error or self._footer())
+        delivery = self.delivery
+        backend = self.backend
+        deps = ForgetDeps(
+            backend=backend,
+            backend_problem=self.backend_error or self._footer(),
+            search_pending=delivery.search_pending if delivery is not None else None,
+            remove_pending=(lambda ids: delivery.remove_pending(ids, backend))
+            if delivery is not None
+            else None,
+        )
         return forget_flow(deps, p.args, has_ui=p.has_ui)
+
+    def _outbox_flow(self, p: CommandRunParams) -> Flow:
+        delivery = self.delivery
+        problem = self.delivery_error or ("capture is off" if delivery is None else "")
+        flush = None
+        if delivery is not None and delivery.worker is not None:
+            flush = delivery.flush
+        elif delivery is not None:
+            problem = f"the backend is not open ({self.backend_error or self._footer()})"
+        deps = OutboxDeps(
+            outbox=delivery.outbox if delivery is not None else None,
+            problem=problem,
+            flush=flush,
+            pause_reason=delivery.pause_reason if delivery is not None else None,
+        )
+        return outbox_flow(deps, p.args, has_ui=p.has_ui)
 
     async def _remember_flow(self, p: CommandRunParams) -> Flow:
         text = p.args.strip()
@@ -401,6 +461,43 @@ class Sidecar:
                     f"backend unavailable: {detail}", "run `pi-memory-bridge doctor` for the details and fix"
                 )
             )
+        outbox = "off (capture disabled)"
+        if self.delivery is not None:
+            try:
+                queued = await self.delivery.counts()
+                outbox = describe_counts(queued, self.delivery.pause_reason)
+                if queued.dead:
+                    problems.append(
+                        Problem(
+                            f"{queued.dead} capture record(s) were rejected by the backend",
+                            "see `/tdai-memory-outbox list dead`, then requeue or purge them",
+                        )
+                    )
+                if queued.quarantined:
+                    problems.append(
+                        Problem(
+                            f"{queued.quarantined} outbox record(s) were unreadable and set aside",
+                            "see `/tdai-memory-outbox list quarantined`; purge them when done",
+                        )
+                    )
+                if self.delivery.pause_reason:
+                    problems.append(
+                        Problem(
+                            f"delivery is paused: {self.delivery.pause_reason}",
+                            "fix the backend configuration, then `/tdai-memory-outbox flush`",
+                        )
+                    )
+            except BackendError as exc:
+                outbox = f"unreadable: {redact_text(str(exc)).text}"
+                problems.append(Problem(outbox, "see the log file"))
+        elif self.delivery_error:
+            outbox = f"unavailable: {self.delivery_error}"
+            problems.append(
+                Problem(
+                    f"outbox unavailable: {self.delivery_error}",
+                    "check the data directory's permissions and free space",
+                )
+            )
         ident = self.sessions.get(pi_session_id)
         identity = (
             f"{_mask(ident.memory_session_id)} (branch {ident.branch})" if ident else "no active session"
@@ -431,6 +528,7 @@ class Sidecar:
             recall_budget=budget,
             last_recall=last,
             capture=self.capture_stats.describe(),
+            outbox=outbox,
             log_file=str(self.log_file) if self.log_file else "stderr only",
             problems=tuple(problems),
         )

@@ -19,10 +19,20 @@ def _parser() -> argparse.ArgumentParser:
     search.add_argument("--limit", type=int, default=5)
     forget = sub.add_parser("forget", help="find memories, preview them, choose, confirm and delete")
     forget.add_argument("query")
+    outbox = sub.add_parser("outbox", help="the capture outbox: status, list, flush, requeue, purge")
+    outbox.add_argument(
+        "action",
+        nargs="*",
+        default=["status"],
+        help="status | list [state] | flush | requeue <id|all> | purge <id|all>",
+    )
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
+    # pydantic looks for plugins through importlib.metadata on first use, which costs ~100 ms of
+    # start-up; this sidecar uses none.
+    os.environ.setdefault("PYDANTIC_DISABLE_PLUGINS", "__all__")
     args = _parser().parse_args(argv)
     if args.version:
         from pi_memory_bridge._version import PROTOCOL_VERSION, __version__
@@ -47,6 +57,10 @@ def main(argv: list[str] | None = None) -> int:
         from pi_memory_bridge.terminal import forget
 
         return forget(args.query)
+    if args.command == "outbox":
+        from pi_memory_bridge.terminal import outbox
+
+        return outbox(" ".join(args.action))
     _parser().print_help(sys.stderr)
     return 2
 

@@ -39,7 +39,12 @@ from pydantic.alias_generators import to_camel
 
 class WireModel(BaseModel):
     model_config = ConfigDict(
-        strict=True, extra="forbid", alias_generator=to_camel, populate_by_name=True, frozen=True
+        strict=True,
+        extra="forbid",
+        alias_generator=to_camel,
+        populate_by_name=True,
+        frozen=True,
+        defer_build=True,  # build validators on first use: start-up time matters (spawn-to-ready)
     )
 
 

@@ -15,7 +15,10 @@ from pi_memory_bridge.backends.base import BackendError, MemoryBackend
 from pi_memory_bridge.backends.factory import open_backend
 from pi_memory_bridge.commands.flows import Answer, Flow, FlowRegistry
 from pi_memory_bridge.commands.forget import ForgetDeps, forget_flow
-from pi_memory_bridge.config import LoadedConfig, default_agent_dir, load_config
+from pi_memory_bridge.commands.outbox_ops import OutboxDeps, outbox_flow
+from pi_memory_bridge.config import LoadedConfig, data_dir, default_agent_dir, load_config
+from pi_memory_bridge.delivery import CaptureDelivery
+from pi_memory_bridge.outbox import DeliveryWorker, Outbox
 from pi_memory_bridge.protocol import CommandStep
 from pi_memory_bridge.redact import redact_text
 
@@ -93,9 +96,52 @@ def search(query: str, limit: int) -> int:
 
 
 async def _forget(backend: MemoryBackend, query: str, ask: Ask) -> int:
-    step = await run_flow(forget_flow(ForgetDeps(backend, ""), query, has_ui=True), ask)
+    _loaded, agent_dir = _load()
+    delivery: CaptureDelivery | None = None
+    try:
+        delivery = CaptureDelivery(await asyncio.to_thread(Outbox.open, data_dir(agent_dir)), lambda _c: None)
+    except (BackendError, OSError) as exc:
+        print(f"the outbox is unavailable, searching the store only: {redact_text(str(exc)).text}")
+    try:
+        deps = ForgetDeps(
+            backend,
+            "",
+            search_pending=delivery.search_pending if delivery else None,
+            remove_pending=(lambda ids: delivery.remove_pending(ids, backend)) if delivery else None,
+        )
+        step = await run_flow(forget_flow(deps, query, has_ui=True), ask)
+    finally:
+        if delivery is not None:
+            await delivery.close()
     return 0 if step.level != "error" else 1
 
 
 def forget(query: str, ask: Ask = input) -> int:
     return asyncio.run(_with_backend(lambda b: _forget(b, query, ask)))
+
+
+async def _outbox(args: str, ask: Ask) -> int:
+    loaded, agent_dir = _load()
+    try:
+        box = await asyncio.to_thread(Outbox.open, data_dir(agent_dir))
+    except (BackendError, OSError) as exc:
+        print(f"the outbox is unavailable: {redact_text(str(exc)).text}", file=sys.stderr)
+        return 1
+    backend: MemoryBackend | None = None
+    problem = ""
+    try:
+        backend = await asyncio.to_thread(open_backend, loaded, agent_dir)
+    except (BackendError, OSError) as exc:
+        problem = f"the memory store is unavailable: {redact_text(str(exc)).text}"
+    try:
+        flush = DeliveryWorker(box, backend).flush if backend is not None else None
+        step = await run_flow(outbox_flow(OutboxDeps(box, problem, flush), args, has_ui=True), ask)
+        return 0 if step.level == "info" else 1
+    finally:
+        if backend is not None:
+            await backend.close()
+        await asyncio.to_thread(box.close)
+
+
+def outbox(args: str, ask: Ask = input) -> int:
+    return asyncio.run(_outbox(args, ask))

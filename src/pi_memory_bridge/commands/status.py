@@ -25,6 +25,7 @@ class StatusReport:
     recall_budget: str
     last_recall: str
     capture: str
+    outbox: str
     log_file: str
     problems: tuple[Problem, ...] = field(default=())
 
@@ -53,6 +54,7 @@ class StatusReport:
             "recallBudget": self.recall_budget,
             "lastRecall": self.last_recall,
             "capture": self.capture,
+            "outbox": self.outbox,
             "logFile": self.log_file,
             "problems": [{"what": p.what, "fix": p.fix} for p in self.problems],
             "healthy": self.healthy,
@@ -73,6 +75,7 @@ def render_status(report: StatusReport) -> str:
         f"recall:       {report.recall_budget}",
         f"last recall:  {report.last_recall}",
         f"capture:      {report.capture}",
+        f"outbox:       {report.outbox}",
         f"log file:     {report.log_file}",
     ]
     if report.problems:

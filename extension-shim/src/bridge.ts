@@ -4,6 +4,7 @@
  */
 import type { ExtensionAPI, ExtensionCommandContext, ExtensionContext } from "@earendil-works/pi-coding-agent";
 import { getAgentDir, VERSION } from "@earendil-works/pi-coding-agent";
+import { appendFileSync } from "node:fs";
 import { Type } from "typebox";
 import { liveUserTimestamps, projectEntries } from "./entries.ts";
 import {
@@ -27,6 +28,27 @@ const COMMAND_CALL_MS = 30_000;
 const CAPTURE_CALL_MS = 10_000;
 const SHUTDOWN_CAPTURE_WAIT_MS = 2_000;
 const REPLACEMENT_GRACE_MS = 3_000;
+
+/** Benches set PI_MEMORY_BRIDGE_TIMINGS to a file: each hook appends how long Pi waited on it. */
+const TIMINGS = process.env.PI_MEMORY_BRIDGE_TIMINGS;
+
+function timed<A extends unknown[], R>(hook: string, fn: (...args: A) => R): (...args: A) => R {
+	if (!TIMINGS) return fn;
+	return (...args: A): R => {
+		const started = performance.now();
+		const record = (): void => {
+			try {
+				appendFileSync(TIMINGS, `${JSON.stringify({ hook, ms: performance.now() - started })}\n`);
+			} catch {
+				/* a bench aid must never break Pi */
+			}
+		};
+		const out = fn(...args);
+		if (out instanceof Promise) void out.finally(record);
+		else record();
+		return out;
+	};
+}
 
 /** Module state survives Pi's runtime replacement (fork/new/resume/reload re-run the factory). */
 interface Shared {
@@ -257,7 +279,7 @@ export function createMemoryBridge(pi: ExtensionAPI): void {
 		sidecar().call("session/tree", sessionPayload(ctx, "tree"), SESSION_CALL_MS).catch(() => undefined);
 	});
 
-	pi.on("before_agent_start", async (event, ctx) => {
+	pi.on("before_agent_start", timed("before_agent_start", async (event, ctx) => {
 		shared.ctx = ctx;
 		const prompt = (event as { prompt?: unknown }).prompt;
 		if (typeof prompt !== "string" || !prompt.trim()) return undefined; // 1.x custom-message runs
@@ -275,7 +297,7 @@ export function createMemoryBridge(pi: ExtensionAPI): void {
 			setStatus(failureStatus("recall", e));
 			return undefined;
 		}
-	});
+	}));
 
 	pi.on("agent_end", (event, ctx) => {
 		const sid = sessionId(ctx);
@@ -284,7 +306,7 @@ export function createMemoryBridge(pi: ExtensionAPI): void {
 		shared.runs.set(sid, runs);
 	});
 
-	pi.on("agent_settled", (event, ctx) => {
+	pi.on("agent_settled", timed("agent_settled", (event, ctx) => {
 		shared.ctx = ctx;
 		const sid = sessionId(ctx);
 		const runs = shared.runs.get(sid) ?? [];
@@ -305,7 +327,7 @@ export function createMemoryBridge(pi: ExtensionAPI): void {
 			.catch((e: unknown) => setStatus(failureStatus("capture", e)))
 			.finally(() => shared.captures.delete(p));
 		shared.captures.add(p);
-	});
+	}));
 
 	pi.on("session_shutdown", async (event) => {
 		if (shared.captures.size > 0) {

@@ -82,7 +82,7 @@ async def test_corrupt_database_file(agent_dir: Path) -> None:
     assert any("corrupt" in p.what.lower() or "damaged" in p.what.lower() for p in report.problems), (
         report.problems
     )
-    assert sidecar._footer() == "memory: local unavailable"
+    assert sidecar.footer() == "memory: local unavailable"
 
 
 _HOLDER = """

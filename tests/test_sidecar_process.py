@@ -39,7 +39,11 @@ def test_handshake_reports_version_and_config(sidecar: SidecarProcess, tmp_path:
     assert res["protocolVersion"] == "1.0"
     assert res["serverVersion"]
     assert res["config"]["backend"] == "local" and res["config"]["ok"]
-    assert res["statusText"] == "memory: ready"
+    assert res["statusText"] == "memory: starting"  # answered from config; the engine starts after
+    deadline = time.monotonic() + 10
+    while not any(n["params"]["text"] == "memory: ready" for n in sidecar.notifications):
+        assert time.monotonic() < deadline, sidecar.notifications
+        time.sleep(0.02)
 
 
 def test_protocol_mismatch_is_a_clear_error_not_a_crash(sidecar: SidecarProcess, tmp_path: Path) -> None:

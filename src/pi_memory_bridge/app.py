@@ -25,20 +25,19 @@ from pi_memory_bridge.commands.flows import Flow, FlowRegistry, UnknownFlow, don
 from pi_memory_bridge.commands.forget import ForgetDeps, forget_flow
 from pi_memory_bridge.commands.outbox_ops import OutboxDeps, describe_counts, outbox_flow
 from pi_memory_bridge.commands.status import Problem, StatusReport, render_status
-from pi_memory_bridge.config import LoadedConfig, data_dir, default_agent_dir, load_config
+from pi_memory_bridge.config import LoadedConfig, data_dir
 from pi_memory_bridge.delivery import CaptureDelivery, footer_for
+from pi_memory_bridge.handshake import handshake
 from pi_memory_bridge.identity import BranchIdentity, EntryLink, derive_branch
 from pi_memory_bridge.outbox import OutboxCounts
 from pi_memory_bridge.protocol import (
     CommandAnswerParams,
     CommandRunParams,
     CommandStep,
-    ConfigState,
     EntryRef,
     InitializeParams,
     InitializeResult,
     LayerReport,
-    RecallLimits,
     RecallParams,
     RecallResult,
     SessionParams,
@@ -50,7 +49,7 @@ from pi_memory_bridge.protocol import (
 )
 from pi_memory_bridge.recall import Layer, RecallBudget, RecallOutcome, recall
 from pi_memory_bridge.redact import redact_text
-from pi_memory_bridge.rpc.errors import InvalidParams, ProtocolVersionMismatch
+from pi_memory_bridge.rpc.errors import InvalidParams
 from pi_memory_bridge.tools import ToolFailure, conversation_search, memory_save, memory_search
 
 log = logging.getLogger(__name__)
@@ -119,44 +118,23 @@ class Sidecar:
     # ---- lifecycle ----------------------------------------------------------------------------
 
     async def initialize(self, p: InitializeParams) -> InitializeResult:
-        if _major(p.protocol_version) != _major(PROTOCOL_VERSION):
-            raise ProtocolVersionMismatch(
-                f"the Pi extension speaks protocol {p.protocol_version}, "
-                f"this sidecar speaks {PROTOCOL_VERSION}; "
-                "update both from the same pi-memory-bridge checkout",
-                {"expected": PROTOCOL_VERSION, "got": p.protocol_version},
-            )
-        self.agent_dir = Path(p.agent_dir) if p.agent_dir else default_agent_dir(self._env)
-        self.loaded = load_config(
-            agent_dir=self.agent_dir, cwd=Path(p.cwd), project_trusted=p.project_trusted, env=self._env
-        )
-        for problem in self.loaded.problems:
-            log.warning("config: %s", problem)
-        if self.loaded.backend_ready and self.loaded.config.capture.enabled:
+        """Handshake and start in one go (in-process use; `serve` answers the handshake first)."""
+        hs = handshake(p, self._env)
+        await self.start(hs.loaded, hs.agent_dir)
+        return hs.result.model_copy(update={"status_text": self.footer()})
+
+    async def start(self, loaded: LoadedConfig, agent_dir: Path) -> None:
+        """Open the outbox and the backend the configuration selects (each failure is reported)."""
+        self.loaded, self.agent_dir = loaded, agent_dir
+        if loaded.backend_ready and loaded.config.capture.enabled:
             await self._open_delivery()
-        if self.loaded.backend_ready:
-            # Usually opens in milliseconds; a locked or slow store must not hold up the handshake.
+        if loaded.backend_ready:
+            # Usually opens in milliseconds; a locked or slow store must not hold up the sidecar.
             await self.ensure_backend(INITIAL_OPEN_WAIT_S)
-        elif self.loaded.config.enabled:
-            errors = "; ".join(str(e) for e in self.loaded.errors)
+        elif loaded.config.enabled:
+            errors = "; ".join(str(e) for e in loaded.errors)
             self.backend_error = f"not configured: {errors}" if errors else "not configured"
-        cfg = self.loaded.config
         self._handshake_done = True
-        return InitializeResult(
-            protocol_version=PROTOCOL_VERSION,
-            server_version=__version__,
-            config=ConfigState(
-                ok=self.loaded.ok,
-                backend=cfg.backend,
-                enabled=cfg.enabled,
-                problems=[str(p) for p in self.loaded.problems],
-                sources=[s.path or s.kind for s in self.loaded.sources],
-            ),
-            recall=RecallLimits(
-                deadline_ms=cfg.recall.deadline_ms, enabled=cfg.enabled and cfg.recall.enabled
-            ),
-            status_text=self._footer(),
-        )
 
     async def ensure_backend(self, wait_s: float) -> MemoryBackend | None:
         """The backend, (re)opening it in the background when it is not open yet."""
@@ -204,7 +182,7 @@ class Sidecar:
         else:
             self.sink = DirectSink(backend)
         if self._notify is not None and self._handshake_done and not self._closing:
-            await self._notify(self._footer())  # a late open: the handshake already said "unavailable"
+            await self._notify(self.footer())  # a late open: the handshake already said "unavailable"
 
     async def shutdown(self) -> None:
         self._closing = True
@@ -216,7 +194,7 @@ class Sidecar:
             except BackendError as exc:
                 log.warning("closing the backend: %s", exc)
 
-    def _footer(self) -> str:
+    def footer(self) -> str:
         if self.loaded is None:
             return "memory: starting"
         if not self.loaded.config.enabled:
@@ -279,7 +257,7 @@ class Sidecar:
                 layers=[],
                 elapsed_ms=0.0,
                 chars=0,
-                status_text=self._footer(),
+                status_text=self.footer(),
             )
         outcome = await recall(
             backend,
@@ -354,7 +332,7 @@ class Sidecar:
         backend = await self.ensure_backend(0)
         if backend is None:
             return ToolCallResult(
-                text=f"Memory unavailable: {self._footer()}. Continue without memory.",
+                text=f"Memory unavailable: {self.footer()}. Continue without memory.",
                 details={},
                 is_error=True,
             )
@@ -398,7 +376,7 @@ class Sidecar:
         backend = self.backend
         deps = ForgetDeps(
             backend=backend,
-            backend_problem=self.backend_error or self._footer(),
+            backend_problem=self.backend_error or self.footer(),
             search_pending=delivery.search_pending if delivery is not None else None,
             remove_pending=(lambda ids: delivery.remove_pending(ids, backend))
             if delivery is not None
@@ -413,7 +391,7 @@ class Sidecar:
         if delivery is not None and delivery.worker is not None:
             flush = delivery.flush
         elif delivery is not None:
-            problem = f"the backend is not open ({self.backend_error or self._footer()})"
+            problem = f"the backend is not open ({self.backend_error or self.footer()})"
         deps = OutboxDeps(
             outbox=delivery.outbox if delivery is not None else None,
             problem=problem,
@@ -428,7 +406,7 @@ class Sidecar:
             yield done("usage: /tdai-memory-remember <a fact or preference to keep>", "warning")
             return
         if self.backend is None:
-            yield done(f"cannot remember: {self._footer()}", "error")
+            yield done(f"cannot remember: {self.footer()}", "error")
             return
         try:
             reply, _ = await memory_save(self.backend, {"content": text, "type": "preference"}, source="user")

@@ -7,13 +7,13 @@ import logging.handlers
 import sys
 from pathlib import Path
 
-from pi_memory_bridge.redact import redact_text
-
 _FORMAT = "%(asctime)s %(process)d %(levelname)s %(name)s: %(message)s"
 
 
 class _RedactingFilter(logging.Filter):
     def filter(self, record: logging.LogRecord) -> bool:
+        from pi_memory_bridge.redact import redact_text  # imported on first record: start-up stays fast
+
         message = record.getMessage()
         redacted = redact_text(message)
         if redacted.count:

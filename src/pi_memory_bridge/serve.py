@@ -1,15 +1,22 @@
-"""`pi-memory-bridge serve`: the sidecar the Pi extension spawns (protocol in `protocol`)."""
+"""`pi-memory-bridge serve`: the sidecar the Pi extension spawns (protocol in `protocol`).
+
+The handshake is answered from the configuration alone (`handshake`); the memory engine
+(`app.Sidecar`: store, outbox, recall, capture) is imported and started right after, in the
+background, and every other method waits for it within its caller's deadline.
+"""
 
 from __future__ import annotations
 
 import asyncio
+import importlib
 import logging
 import os
 import signal
-from typing import Any
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
 
-from pi_memory_bridge.app import Sidecar
 from pi_memory_bridge.config import data_dir, default_agent_dir
+from pi_memory_bridge.handshake import Handshake, handshake
 from pi_memory_bridge.logs import setup_logging
 from pi_memory_bridge.protocol import (
     CommandAnswerParams,
@@ -30,59 +37,96 @@ from pi_memory_bridge.protocol import (
     TurnSettledParams,
     TurnSettledResult,
 )
-from pi_memory_bridge.rpc import RpcEndpoint, open_stdio
+from pi_memory_bridge.rpc import InternalError, RpcEndpoint, open_stdio
 from pi_memory_bridge.rpc.framing import DEFAULT_MAX_LINE_BYTES
+
+if TYPE_CHECKING:
+    from pi_memory_bridge.app import Sidecar
 
 log = logging.getLogger(__name__)
 
 
+class Engine:
+    """The memory engine behind the endpoint, started after the handshake."""
+
+    def __init__(self, env: Mapping[str, str]) -> None:
+        self.env = env
+        self.notify: Any = None
+        self.log_file: Any = None
+        self._task: asyncio.Task[Sidecar] | None = None
+
+    def start(self, hs: Handshake) -> None:
+        if self._task is None:
+            self._task = asyncio.create_task(self._start(hs))
+
+    async def _start(self, hs: Handshake) -> Sidecar:
+        # importing the engine costs ~100 ms: do it off the event loop, after the handshake reply
+        module = await asyncio.to_thread(importlib.import_module, "pi_memory_bridge.app")
+        sidecar: Sidecar = module.Sidecar(env=self.env, notify=self.notify)
+        sidecar.log_file = self.log_file
+        await sidecar.start(hs.loaded, hs.agent_dir)
+        if self.notify is not None:
+            await self.notify(sidecar.footer())
+        return sidecar
+
+    async def get(self) -> Sidecar:
+        if self._task is None:
+            raise InternalError("the engine was not started (initialize first)")
+        return await asyncio.shield(self._task)
+
+    async def stop(self) -> None:
+        if self._task is not None and self._task.done() and not self._task.exception():
+            await self._task.result().shutdown()
+
+
 def build_endpoint(
-    sidecar: Sidecar, stop: asyncio.Event, *, max_line_bytes: int = DEFAULT_MAX_LINE_BYTES
+    engine: Engine, stop: asyncio.Event, *, max_line_bytes: int = DEFAULT_MAX_LINE_BYTES
 ) -> RpcEndpoint:
     rpc = RpcEndpoint(max_line_bytes=max_line_bytes)
 
     async def notify_status(text: str) -> None:
         await rpc.notify("status/changed", StatusChanged(text=text))
 
-    sidecar.set_notify(notify_status)
+    engine.notify = notify_status
 
     @rpc.route("initialize", InitializeParams, before_init=True)
     async def initialize(p: InitializeParams) -> InitializeResult:
-        result = await sidecar.initialize(p)
+        hs = handshake(p, engine.env)
         rpc.initialized = True
-        return result
+        engine.start(hs)
+        return hs.result
 
     @rpc.route("session/start", SessionParams)
     async def session_start(p: SessionParams) -> SessionResult:
-        return await sidecar.session_changed(p)
+        return await (await engine.get()).session_changed(p)
 
     @rpc.route("session/tree", SessionParams)
     async def session_tree(p: SessionParams) -> SessionResult:
-        return await sidecar.session_changed(p)
+        return await (await engine.get()).session_changed(p)
 
     @rpc.route("recall", RecallParams)
     async def recall(p: RecallParams) -> RecallResult:
-        return await sidecar.recall(p)
+        return await (await engine.get()).recall(p)
 
     @rpc.route("turn/settled", TurnSettledParams)
     async def turn_settled(p: TurnSettledParams) -> TurnSettledResult:
-        return await sidecar.turn_settled(p)
+        return await (await engine.get()).turn_settled(p)
 
     @rpc.route("tool/call", ToolCallParams)
     async def tool_call(p: ToolCallParams) -> ToolCallResult:
-        return await sidecar.tool_call(p)
+        return await (await engine.get()).tool_call(p)
 
     @rpc.route("command/run", CommandRunParams)
     async def command_run(p: CommandRunParams) -> CommandStep:
-        return await sidecar.command_run(p)
+        return await (await engine.get()).command_run(p)
 
     @rpc.route("command/answer", CommandAnswerParams)
     async def command_answer(p: CommandAnswerParams) -> CommandStep:
-        return await sidecar.command_answer(p)
+        return await (await engine.get()).command_answer(p)
 
     @rpc.route("status", StatusParams)
     async def status(_p: StatusParams) -> dict[str, Any]:
-        return (await sidecar.status_report()).to_dict()
+        return (await (await engine.get()).status_report()).to_dict()
 
     @rpc.route("shutdown", ShutdownParams, before_init=True)
     async def shutdown(_p: ShutdownParams) -> ShutdownResult:
@@ -94,11 +138,12 @@ def build_endpoint(
 
 async def serve_stdio() -> int:
     env = dict(os.environ)
-    log_dir = data_dir(default_agent_dir(env)) / "logs"
-    sidecar = Sidecar(env=env)
-    sidecar.log_file = setup_logging(log_dir, env.get("PI_MEMORY_BRIDGE_LOG_LEVEL", "info"))
+    engine = Engine(env)
+    engine.log_file = setup_logging(
+        data_dir(default_agent_dir(env)) / "logs", env.get("PI_MEMORY_BRIDGE_LOG_LEVEL", "info")
+    )
     stop = asyncio.Event()
-    rpc = build_endpoint(sidecar, stop)
+    rpc = build_endpoint(engine, stop)
     reader, writer = await open_stdio()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
@@ -114,7 +159,7 @@ async def serve_stdio() -> int:
             log.warning("exiting with requests still in flight")
         serving.cancel()
     stopping.cancel()
-    await sidecar.shutdown()
+    await engine.stop()
     log.info("sidecar exiting")
     return 0
 

@@ -54,6 +54,7 @@ DEFAULT_POLL_S = 5.0  # how soon records queued (or orphaned) by other processes
 # which the heartbeat keeps renewing) forever.
 DEFAULT_SEND_TIMEOUT_S = 120.0
 _MIN_SLEEP_S = 0.005
+_STOP_GRACE_S = 1.0  # how long stop() lets an in-hand batch finish before cancelling it
 _MAX_REPORTED_ERRORS = 5
 
 
@@ -251,6 +252,11 @@ class DeliveryWorker:
         self._stopping = True
         self._wake.set()
         if task is not None and not task.done() and task is not asyncio.current_task():
+            # Let the batch in hand settle on its own first: a cancel that lands while an outcome
+            # is being written in a worker thread would return before that write is visible.
+            finished, _ = await asyncio.wait([task], timeout=_STOP_GRACE_S)
+            if finished:
+                return
             task.cancel()
             # wait() rather than await: the loop's own CancelledError is expected, while a
             # cancellation of this call must still reach its caller.

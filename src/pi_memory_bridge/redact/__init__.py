@@ -5,8 +5,10 @@
 whatever sits under a credential name (``password``, ``apiKey``, ``Authorization``...).
 
 Guarantees:
-- linear time: every pattern runs on RE2 and every check is bounded by its match;
-- idempotent: placeholders are never matched again, so redacting twice changes nothing;
+- linear time: every pattern runs on RE2, checks only read their match (or a bounded window),
+  and the stdlib regexes used on values cannot backtrack;
+- idempotent: no replacement may cut into a placeholder, and passes repeat (at most three)
+  until nothing changes, so redacting twice changes nothing;
 - name rules work on words, so ``max_tokens`` or ``secretary`` are left alone.
 """
 
@@ -31,8 +33,8 @@ from ._context_rules import (
 )
 from ._engine import Rule, Tally, decode_text, encode_text
 from ._keys import is_sensitive_key
-from ._token_rules import AWS_LABELLED_RULE, AWS_PAIR_RULE, TOKEN_RULE
 from ._structural import MAX_DEPTH, StructuralRedactor
+from ._token_rules import AWS_LABELLED_RULE, AWS_PAIR_RULE, TOKEN_RULE
 
 __all__ = ["MAX_DEPTH", "Redacted", "is_sensitive_key", "redact_text", "redact_value"]
 
@@ -65,12 +67,22 @@ class Redacted:
     kinds: tuple[str, ...]  # kinds found, sorted, e.g. ("aws-access-key-id", "aws-secret")
 
 
+# A replacement can expose a match the first pass could not see (a token glued to a replaced
+# one gains a word boundary). Passing again until nothing changes makes redaction idempotent;
+# a pass only runs after one that replaced something, and the bound keeps it linear.
+_MAX_PASSES: Final = 3
+
+
 def redact_text(text: str) -> Redacted:
     """Replace every secret found in ``text`` with ``[REDACTED:<kind>]``."""
     tally = Tally()
     data = encode_text(text)
-    for rule in _RULES:
-        data = rule(data, tally)
+    for _ in range(_MAX_PASSES):
+        replaced_before = tally.count
+        for rule in _RULES:
+            data = rule(data, tally)
+        if tally.count == replaced_before:
+            break
     if not tally.count:
         return Redacted(text, 0, ())
     return Redacted(decode_text(data), tally.count, tuple(sorted(tally.kinds)))

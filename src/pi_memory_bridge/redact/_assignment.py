@@ -13,13 +13,14 @@ shape of the value:
 
 from __future__ import annotations
 
+import enum
+import functools
 import re
 from collections.abc import Sequence
 from typing import Final
 
-from ._engine import Groups, RegexRule, Span, decode
-from ._keys import SERVICE_WORDS, WEAK_FRAGMENTS, KeyTier, classify_key, key_context, key_words
-from ._syntax import BLANK, QUOTE
+from ._engine import Groups, Scanner, Span, Tally, advance, replace_spans
+from ._keys import SERVICE_WORDS, WEAK_FRAGMENTS, KeyContext, KeyTier, classify_key, key_context, key_words
 from ._shapes import (
     is_class_name,
     is_code_reference,
@@ -35,10 +36,21 @@ from ._shapes import (
     looks_like_service_credential,
     looks_random,
 )
+from ._syntax import BLANK, QUOTE
 
 _KEY_CHARS = r"[A-Za-z0-9_.-]"
 _VALUE_CHARS = r"[A-Za-z0-9_.~+/=:@%!*#^?$\x{00C0}-\x{024F}-]"
-_FOREIGN_TRIGGERS: Final = ("密码", "口令", "密钥", "秘钥", "令牌", "凭证", "凭据", "contraseña", "contrasena")
+_FOREIGN_TRIGGERS: Final = (
+    "密码",
+    "口令",
+    "密钥",
+    "秘钥",
+    "令牌",
+    "凭证",
+    "凭据",
+    "contraseña",
+    "contrasena",
+)
 # Operators after which any literal is a value; the others ("," ">" "||") also separate list
 # items and comparisons, so the value must look like a secret there.
 _ASSIGNING_OPERATORS: Final = frozenset({"=", ":", ":=", "::=", ":::=", "=>", "?=", "：", "是", "为"})
@@ -64,8 +76,7 @@ _PATTERN: Final = (
     # up to two more words ("api key", "adobe client secret"), never an option such as "--x"
     r"(?:" + BLANK + "+[A-Za-z0-9_.]" + _KEY_CHARS + r"*){0,2})"
     r"(?:" + BLANK + "|" + QUOTE + ")*"
-    r"(?P<op>:::=|::=|:=|=>|\?=|\|\||=|:|>|,|：|是|为)"
-    + BLANK + "*"
+    r"(?P<op>:::=|::=|:=|=>|\?=|\|\||=|:|>|,|：|是|为)" + BLANK + "*"
     r"(?:\\\"(?P<escaped>(?:[^\"\\\r\n]|\\[^\"nr\r\n])*)"
     r"|\"(?P<double>(?:[^\"\\\r\n]|\\.)*)"
     r"|'(?P<single>(?:[^'\\\r\n]|\\.)*)"
@@ -82,7 +93,11 @@ def _line_start(data: bytes, window_start: int, position: int) -> int:
 
 
 def _line_end(data: bytes, position: int, window_end: int) -> int:
-    ends = [index for index in (data.find(b"\n", position, window_end), data.find(b"\\n", position, window_end)) if index >= 0]
+    ends = [
+        index
+        for index in (data.find(b"\n", position, window_end), data.find(b"\\n", position, window_end))
+        if index >= 0
+    ]
     return min(ends) if ends else -1
 
 
@@ -104,14 +119,7 @@ def _at_line_edges(data: bytes, key_start: int, value_end: int) -> bool:
     return rest == b"" or rest.startswith(b"#")
 
 
-_NAME_RE: Final = re.compile(r"[A-Za-z_$][A-Za-z0-9_$.]*")
-
-
-def _calls_or_indexes(value: str, data: bytes, value_end: int) -> bool:
-    """``getpass.getpass()``, ``os.environ["X"]``: a name followed by a call or an index."""
-    if data[value_end : value_end + 1] not in (b"(", b"["):
-        return False
-    return _NAME_RE.fullmatch(value) is not None and not looks_random(value, min_length=8)
+_NAME_RE: Final = re.compile(r"[A-Za-z_$][A-Za-z0-9_$.:]*")
 
 
 def _is_code_variable(value: str, key: str) -> bool:
@@ -121,22 +129,33 @@ def _is_code_variable(value: str, key: str) -> bool:
     return "_" in value or classify_key(value) is not None or value.lower() in key_words(key)
 
 
-def _bare_value_ok(value: str, key: str, operator: str, data: bytes, key_start: int, value_end: int) -> bool:
+class _Verdict(enum.Enum):
+    REJECT = 0
+    ACCEPT = 1
+    IF_NOT_CALLED = 2  # a name: accept unless a call or an index follows it
+    IF_ALONE_ON_LINE = 3  # a plain word after ":": accept only as a YAML-style line
+
+
+@functools.lru_cache(maxsize=4096)
+def _bare_verdict(value: str, key: str, operator: str) -> _Verdict:
+    """What the value alone says; the caller looks at the surrounding bytes when asked to."""
     if len(value) < 3 or is_non_secret_literal(value) or is_type_name(value):
-        return False
+        return _Verdict.REJECT
     if is_code_reference(value) or is_path(value) or is_url_without_credentials(value):
-        return False
-    if _calls_or_indexes(value, data, value_end):
-        return False
+        return _Verdict.REJECT
     if _is_code_variable(value, key):
-        return False
+        return _Verdict.REJECT
     if operator in _COLON_OPERATORS and (is_plain_word(value) or is_class_name(value)):
-        return _at_line_edges(data, key_start, value_end)
-    if operator not in _ASSIGNING_OPERATORS:
-        return is_secretish(value)
-    return True
+        return _Verdict.IF_ALONE_ON_LINE
+    if operator not in _ASSIGNING_OPERATORS and not is_secretish(value):
+        return _Verdict.REJECT
+    # getpass.getpass(), os.environ["X"]: a name followed by a call or an index.
+    if _NAME_RE.fullmatch(value) is not None and not looks_random(value, min_length=8):
+        return _Verdict.IF_NOT_CALLED
+    return _Verdict.ACCEPT
 
 
+@functools.lru_cache(maxsize=4096)
 def _quoted_value_ok(value: str, operator: str) -> bool:
     if is_non_secret_literal(value) or is_url_without_credentials(value) or is_path(value):
         return False
@@ -152,59 +171,135 @@ def _token_after(data: bytes, position: int) -> tuple[int, int]:
 
 
 _VALUE_CHECKS: Final = {
-    KeyTier.SERVICE: looks_like_service_credential,
-    KeyTier.EMBEDDED: looks_like_password,
-    KeyTier.WEAK: looks_like_generic_credential,
+    KeyTier.SERVICE: functools.lru_cache(maxsize=4096)(looks_like_service_credential),
+    KeyTier.EMBEDDED: functools.lru_cache(maxsize=4096)(looks_like_password),
+    KeyTier.WEAK: functools.lru_cache(maxsize=4096)(looks_like_generic_credential),
 }
 
 
-# A rejected candidate may hide a real one in its value ("TOKEN>password=..."): the scan then
-# resumes right after the operator. Only for short values, so each byte is rescanned a bounded
-# number of times and the whole scan stays linear.
+@functools.lru_cache(maxsize=4096)
+def _context(key: str) -> KeyContext | None:
+    if key.strip().lower() in _HEADER_OWNED:  # the auth-header rule owns these
+        return None
+    context = key_context(key)
+    return None if context.tier is KeyTier.NONE else context
+
+
+# A rejected candidate may hide a real one in its value ("TOKEN>password=..."): when the value
+# holds an operator, the scan resumes right after the candidate's own operator. Only for short
+# values, so each byte is rescanned a bounded number of times and the scan stays linear.
 _RESCAN_VALUE_BYTES: Final = 256
+_BACKSLASH: Final = ord("\\")
+_ESCAPE_LETTERS: Final = b"nrt"
+# Bytes around a candidate that a decision may read: the one before the name (an escape?), a
+# few after the match (a call? an operator?). Decisions reading further are not memoised.
+_CONTEXT_BEFORE: Final = 1
+_CONTEXT_AFTER: Final = 4
+_MEMO_ENTRIES: Final = 4096
+
+Decision = tuple[tuple[tuple[int, int, str], ...], int]  # spans and resume point, match-relative
 
 
 class _Assignment:
+    """The assignment rule.
+
+    Extracting groups costs RE2 about four times more than finding a match, and a dense input
+    (a long .env file, or a hostile one) is all candidates. So the scan is capture-free, and the
+    groups are only extracted for candidates not seen before in this text: decisions are
+    memoised per call, keyed by the candidate and the few bytes around it that they read.
+    """
+
+    name = "assignment"
+
     def __init__(self) -> None:
-        self.rule = RegexRule("assignment", _PATTERN, self.find, self.resume)
-        index_of = self.rule.groupindex
+        self._candidates = Scanner(_PATTERN, capture=False)
+        self._parser = Scanner(_PATTERN)
+        index_of = self._parser.groupindex
         self._key = index_of["key"]
         self._op = index_of["op"]
-        self._values = [(name, index_of[name]) for name in _VALUE_GROUPS]
+        self._quoted = [index_of[name] for name in _VALUE_GROUPS if name != "bare"]
+        self._bare = index_of["bare"]
 
-    def resume(self, groups: Groups, found: Sequence[Span]) -> int:
+    def __call__(self, data: bytes, tally: Tally) -> bytes:
+        spans: list[Span] = []
+        memo: dict[tuple[bytes, bool], Decision] = {}
+        position = 0
+        while position <= len(data):
+            candidate = self._candidates.search(data, position)
+            if candidate is None:
+                break
+            start, end = candidate[0]
+            window = (data[max(0, start - _CONTEXT_BEFORE) : end + _CONTEXT_AFTER], start == 0)
+            decision = memo.get(window)
+            if decision is None:
+                decision, read_far = self._decide(data, start, end)
+                if not read_far and len(memo) < _MEMO_ENTRIES:
+                    memo[window] = decision
+            found, resume = decision
+            spans.extend(Span(start + first, start + last, kind) for first, last, kind in found)
+            position = advance(data, start, start + resume)
+        return replace_spans(data, spans, tally) if spans else data
+
+    def _decide(self, data: bytes, start: int, end: int) -> tuple[Decision, bool]:
+        """The decision for the candidate at ``data[start:end]``, and whether it read bytes
+        beyond the memo window (then it must not be memoised)."""
+        groups = self._parser.match_exactly(data, start, end)
+        if groups is None:  # cannot happen: both patterns match the same language
+            return ((), end - start), False
+        found, read_far = self.find(groups, data)
+        resume = self.resume(groups, found, data)
+        relative = tuple((span.start - start, span.end - start, span.kind) for span in found)
+        return (relative, resume - start), read_far
+
+    def resume(self, groups: Groups, found: Sequence[Span], data: bytes) -> int:
         match_end = groups[0][1]
         if found:
-            return max(match_end, found[-1].end)
+            # Right after the replaced value: a quoted value may run on past the token that the
+            # service and weak tiers looked at, and what follows must still be examined.
+            return found[-1].end
         operator_end = groups[self._op][1]
-        return operator_end if match_end - operator_end <= _RESCAN_VALUE_BYTES else match_end
+        if match_end - operator_end > _RESCAN_VALUE_BYTES:
+            return match_end
+        # The value may itself be the next name: it holds an operator ("password=x") or one
+        # follows it ('"api_key": ...').
+        value = data[operator_end:match_end]
+        following = data[match_end : match_end + _CONTEXT_AFTER].lstrip(b" \t\\\"'`")[:1]
+        if b":" in value or b"=" in value.rstrip(b"=") or (following and following in b":=,>"):
+            return operator_end
+        return match_end
 
-    def _name(self, groups: Groups, data: bytes) -> tuple[str, int]:
-        start, end = groups[self._key]
+    def find(self, groups: Groups, data: bytes) -> tuple[list[Span], bool]:
+        key_start, key_end = groups[self._key]
         # "...\npassword=..." inside a JSON string: the "n" belongs to the escape, not the name.
-        if start > 0 and data[start - 1 : start] == b"\\" and data[start : start + 1] in (b"n", b"r", b"t"):
-            start += 1
-        return decode(data, (start, end)), start
+        if key_start > 0 and data[key_start - 1] == _BACKSLASH and data[key_start] in _ESCAPE_LETTERS:
+            key_start += 1
+        context = _context(data[key_start:key_end].decode("utf-8", "replace"))
+        if context is None:
+            return [], False
+        operator_start, operator_end = groups[self._op]
+        if context.tier is not KeyTier.STRONG:
+            start, end = _token_after(data, operator_end)
+            token = data[start:end].decode("ascii")
+            accepted = bool(token) and _VALUE_CHECKS[context.tier](token)
+            return ([Span(start, end, context.kind)] if accepted else []), end > groups[0][1]
+        operator = data[operator_start:operator_end].decode("utf-8")
+        for index in self._quoted:
+            start, end = groups[index]
+            if start >= 0:
+                accepted = _quoted_value_ok(data[start:end].decode("utf-8", "replace"), operator)
+                return ([Span(start, end, context.kind)] if accepted else []), False
+        start, end = groups[self._bare]
+        value = data[start:end].decode("utf-8", "replace")
+        key = data[key_start:key_end].decode("utf-8", "replace")
+        verdict = _bare_verdict(value, key, operator)
+        read_far = verdict is _Verdict.IF_ALONE_ON_LINE
+        if verdict is _Verdict.IF_NOT_CALLED:
+            accepted = data[end : end + 1] not in (b"(", b"[")
+        elif read_far:
+            accepted = _at_line_edges(data, key_start, end)
+        else:
+            accepted = verdict is _Verdict.ACCEPT
+        return ([Span(start, end, context.kind)] if accepted else []), read_far
 
-    def find(self, groups: Groups, data: bytes) -> list[Span]:
-        key, key_start = self._name(groups, data)
-        if key.strip().lower() in _HEADER_OWNED:
-            return []
-        context = key_context(key)
-        if context.tier is KeyTier.NONE:
-            return []
-        operator = decode(data, groups[self._op])
-        if context.tier is KeyTier.STRONG:
-            group, span = next((name, groups[index]) for name, index in self._values if groups[index][0] >= 0)
-            value = decode(data, span)
-            if group == "bare":
-                accepted = _bare_value_ok(value, key, operator, data, key_start, span[1])
-            else:
-                accepted = _quoted_value_ok(value, operator)
-            return [Span(*span, context.kind)] if accepted else []
-        start, end = _token_after(data, groups[self._op][1])
-        token = decode(data, (start, end))
-        return [Span(start, end, context.kind)] if token and _VALUE_CHECKS[context.tier](token) else []
 
-
-ASSIGNMENT_RULE: Final = _Assignment().rule
+ASSIGNMENT_RULE: Final = _Assignment()

@@ -58,7 +58,12 @@ _DOC_SEPARATOR: Final = Scanner(r"\n---")
 _DATA_SECTION: Final = Scanner(TOKEN_START + r"(?i)(?:string)?data:")
 # "name: value" inside a data section; block scalar indicators (|, >-) allowed before the value.
 _DATA_ITEM: Final = Scanner(
-    r"[A-Za-z0-9_.-]+:(?:" + BLANK + r"*(?:\||>[-+]?)(?:\s|\\[tnr])+)?" + BLANK + "*" + QUOTE
+    r"(?:^|[\s\"'{,]|\\[nrt])[A-Za-z0-9_.-]+:(?:"
+    + BLANK
+    + r"*(?:\||>[-+]?)(?:\s|\\[tnr])+)?"
+    + BLANK
+    + "*"
+    + QUOTE
     + r"?(?P<value>[A-Za-z0-9+/]{10,}={0,3})"
 )
 _DATA_VALUE: Final = _DATA_ITEM.groupindex["value"]

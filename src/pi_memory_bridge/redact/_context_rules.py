@@ -50,7 +50,7 @@ URL_USERINFO_RULE: Final = RegexRule(
 # --- HTTP authentication -------------------------------------------------------------------------
 
 _SCHEME_KINDS: Final = {"bearer": "bearer-token", "basic": "basic-auth"}
-_SCHEME_RE: Final = re.compile(r"([A-Za-z][A-Za-z0-9_-]*)[ \t]+")
+_SCHEME_RE: Final = re.compile(r"([A-Za-z][A-Za-z0-9_-]*)(?:[ \t]|\\t)+")
 
 
 def _auth_header(groups: Groups, data: bytes) -> list[Span]:
@@ -79,8 +79,15 @@ AUTH_HEADER_RULE: Final = RegexRule(
     "auth-header",
     TOKEN_START
     + r"(?i)((?:proxy-)?authorization|(?:set-)?cookie)"
-    + QUOTE + "?" + BLANK + "*[:=]" + BLANK + "*" + QUOTE + "?"
-    + r"([^\r\n\"'`\\]+)",
+    + QUOTE
+    + "?"
+    + BLANK
+    + "*[:=]"
+    + BLANK
+    + "*"
+    + QUOTE
+    + "?"
+    + r"((?:[^\r\n\"'`\\]|\\t)+)",
     _auth_header,
 )
 
@@ -98,7 +105,9 @@ def _basic(groups: Groups, data: bytes) -> list[Span]:
     return [Span(*groups[1], "basic-auth")] if is_basic_credentials(decode(data, groups[1])) else []
 
 
-BASIC_RULE: Final = RegexRule("basic", TOKEN_START + r"(?i)basic" + BLANK + r"+([A-Za-z0-9+/]{6,}={0,2})", _basic)
+BASIC_RULE: Final = RegexRule(
+    "basic", TOKEN_START + r"(?i)basic" + BLANK + r"+([A-Za-z0-9+/]{6,}={0,2})", _basic
+)
 
 
 # --- command lines -----------------------------------------------------------------------------
@@ -119,7 +128,14 @@ def _curl_user(groups: Groups, data: bytes) -> list[Span]:
 # curl -u user:password / --user=user:password, continuation lines included.
 CURL_USER_RULE: Final = RegexRule(
     "curl-user",
-    TOKEN_START + r"curl\b(?:[^\r\n]|\\\r?\n)*?" + BLANK + "(?:-u|--user)(?:=|" + BLANK + "*)(" + _SHELL_WORD + ")",
+    TOKEN_START
+    + r"curl\b(?:[^\r\n]|\\\r?\n)*?"
+    + BLANK
+    + "(?:-u|--user)(?:=|"
+    + BLANK
+    + "*)("
+    + _SHELL_WORD
+    + ")",
     _curl_user,
 )
 
@@ -160,7 +176,8 @@ def _cli_flag(groups: Groups, data: bytes) -> list[Span]:
 # --password hunter2, --api-key "..." (the --flag=value form is an assignment).
 CLI_FLAG_RULE: Final = RegexRule(
     "cli-flag",
-    r"(?:^|[\s\"'])--?([A-Za-z][A-Za-z0-9_-]*)[ \t]+(\"(?:[^\"\\\r\n]|\\.)*\"|'[^'\r\n]*'|[^\s\"'`-][^\s\"'`]*)",
+    r"(?:^|[\s\"'])--?([A-Za-z][A-Za-z0-9_-]*)[ \t]+"
+    r"(\"(?:[^\"\\\r\n]|\\.)*\"|'[^'\r\n]*'|[^\s\"'`-][^\s\"'`]*)",
     _cli_flag,
 )
 
@@ -205,7 +222,18 @@ def _key_value_attributes(groups: Groups, data: bytes) -> list[Span]:
 KEY_VALUE_ATTRIBUTES_RULE: Final = RegexRule(
     "key-value-attributes",
     TOKEN_START
-    + r"(?i)key" + BLANK + "*=" + BLANK + r"*\\?\"([^\"\\\r\n]{1,100})\\?\"" + BLANK
-    + r"*value" + BLANK + "*=" + BLANK + r"*\\?\"([^\r\n]*?)\\?\"" + BLANK + "*/?>",
+    + r"(?i)key"
+    + BLANK
+    + "*="
+    + BLANK
+    + r"*\\?\"([^\"\\\r\n]{1,100})\\?\""
+    + BLANK
+    + r"*value"
+    + BLANK
+    + "*="
+    + BLANK
+    + r"*\\?\"([^\r\n]*?)\\?\""
+    + BLANK
+    + "*/?>",
     _key_value_attributes,
 )

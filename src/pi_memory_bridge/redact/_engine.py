@@ -9,6 +9,8 @@ matcher directly instead.
 
 from __future__ import annotations
 
+import bisect
+import re
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Final
@@ -20,28 +22,65 @@ from re2 import _re2
 # make the DFA give up and fall back to the much slower NFA on long inputs.
 _RE2_MAX_MEM: Final = 64 << 20
 _UNANCHORED: Final = _re2.RE2.Anchor.UNANCHORED
+_ANCHOR_BOTH: Final = _re2.RE2.Anchor.ANCHOR_BOTH
 
 Groups = list[tuple[int, int]]  # (start, end) per group, (-1, -1) when the group did not match
-NO_MATCH: Final = (-1, -1)
+
+
+def capture_free(pattern: str) -> str:
+    """The same pattern with every group non-capturing, so RE2 needs only its DFA to match."""
+    out: list[str] = []
+    index = 0
+    while index < len(pattern):
+        char = pattern[index]
+        if char == "\\":
+            out.append(pattern[index : index + 2])
+            index += 2
+        elif char == "[":
+            end = index + 1
+            if pattern[end : end + 1] == "^":
+                end += 1
+            if pattern[end : end + 1] == "]":
+                end += 1
+            while end < len(pattern) and pattern[end] != "]":
+                end += 2 if pattern[end] == "\\" else 1
+            out.append(pattern[index : end + 1])
+            index = end + 1
+        elif pattern.startswith("(?P<", index):
+            out.append("(?:")
+            index = pattern.index(">", index) + 1
+        elif char == "(" and not pattern.startswith("(?", index):
+            out.append("(?:")
+            index += 1
+        else:
+            out.append(char)
+            index += 1
+    return "".join(out)
 
 
 class Scanner:
-    """A compiled RE2 pattern yielding the group spans of successive non-overlapping matches."""
+    """A compiled RE2 pattern over UTF-8 bytes, returning group spans as byte offsets."""
 
-    __slots__ = ("_regexp", "groupindex")
+    __slots__ = ("_regexp", "groupindex", "groups")
 
-    def __init__(self, pattern: str) -> None:
+    def __init__(self, pattern: str, *, capture: bool = True) -> None:
         options = re2.Options()
         options.max_mem = _RE2_MAX_MEM
-        self._regexp = _re2.RE2(pattern.encode(), options)
+        self._regexp = _re2.RE2((pattern if capture else capture_free(pattern)).encode(), options)
         if not self._regexp.ok():
             raise re2.error(self._regexp.error())
         self.groupindex: dict[str, int] = {
             name.decode(): index for name, index in self._regexp.NamedCapturingGroups()
         }
+        self.groups: int = self._regexp.NumberOfCapturingGroups()
 
     def search(self, data: bytes, position: int) -> Groups | None:
         groups: Groups = self._regexp.Match(_UNANCHORED, data, position, len(data))
+        return None if groups[0][0] < 0 else groups
+
+    def match_exactly(self, data: bytes, start: int, end: int) -> Groups | None:
+        """Groups of the match spanning exactly ``data[start:end]``."""
+        groups: Groups = self._regexp.Match(_ANCHOR_BOTH, data, start, end)
         return None if groups[0][0] < 0 else groups
 
     def scan(self, data: bytes) -> Iterator[Groups]:
@@ -124,12 +163,38 @@ def placeholder_bytes(kind: str) -> bytes:
     return f"[REDACTED:{kind}]".encode()
 
 
+_PLACEHOLDER_BYTES_RE: Final = re.compile(rb"\[REDACTED:[a-z0-9-]+\]")
+
+
+def _placeholders(data: bytes) -> list[tuple[int, int]]:
+    if b"[REDACTED:" not in data:
+        return []
+    return [match.span() for match in _PLACEHOLDER_BYTES_RE.finditer(data)]
+
+
+def _cuts_a_placeholder(span: Span, placeholders: list[tuple[int, int]], starts: list[int]) -> bool:
+    """True if ``span`` starts or ends inside a placeholder (covering whole ones is fine)."""
+    index = bisect.bisect_right(starts, span.start) - 1
+    if index >= 0 and placeholders[index][0] < span.start < placeholders[index][1]:
+        return True
+    index = bisect.bisect_left(starts, span.end) - 1
+    return index >= 0 and placeholders[index][0] < span.end < placeholders[index][1]
+
+
 def replace_spans(data: bytes, spans: Sequence[Span], tally: Tally) -> bytes:
-    """Replace each span by its placeholder; spans must be sorted, overlapping ones are dropped."""
+    """Replace each span by its placeholder; spans must be sorted, overlapping ones are dropped.
+
+    A span that cuts into an existing placeholder is dropped too, so placeholders are never
+    rewritten or nested (this is what keeps redaction idempotent whatever a rule matches).
+    """
+    placeholders = _placeholders(data)
+    starts = [start for start, _ in placeholders]
     parts: list[bytes] = []
     position = 0
     for span in spans:
         if span.start < position or span.end <= span.start:
+            continue
+        if placeholders and _cuts_a_placeholder(span, placeholders, starts):
             continue
         parts.append(data[position : span.start])
         parts.append(placeholder_bytes(span.kind))
@@ -143,41 +208,54 @@ def replace_spans(data: bytes, spans: Sequence[Span], tally: Tally) -> bytes:
 
 
 Finder = Callable[[Groups, bytes], Sequence[Span]]
-# Where to search next after a match, given the spans found in it (default: the match end).
-Resumer = Callable[[Groups, Sequence[Span]], int]
 Rule = Callable[[bytes, Tally], bytes]
+
+# Per call, decisions are memoised by candidate; past this many distinct candidates, new ones
+# are decided without being remembered (bounded memory on large inputs).
+MEMO_ENTRIES: Final = 4096
 
 
 class RegexRule:
-    """One linear RE2 scan; ``find`` turns each match into the spans to replace (maybe none)."""
+    """One linear RE2 scan; ``find`` turns each match into the spans to replace (maybe none).
 
-    __slots__ = ("_find", "_resume", "_scanner", "groupindex", "name")
+    ``find`` may only read the bytes of its match. Extracting groups costs RE2 about four times
+    more than finding a match, so the scan is capture-free and groups are only extracted for a
+    candidate not seen before in this text: decisions are memoised per call by the candidate's
+    bytes (dense inputs, a long .env file or a hostile one, repeat a lot).
+    """
 
-    def __init__(self, name: str, pattern: str, find: Finder, resume: Resumer | None = None) -> None:
+    __slots__ = ("_candidates", "_find", "_parser", "groupindex", "name")
+
+    def __init__(self, name: str, pattern: str, find: Finder) -> None:
         self.name = name
-        self._scanner = Scanner(pattern)
+        self._parser = Scanner(pattern)
+        self._candidates = Scanner(pattern, capture=False) if self._parser.groups else None
         self._find = find
-        self._resume = resume
-        self.groupindex = self._scanner.groupindex
+        self.groupindex = self._parser.groupindex
 
     def __call__(self, data: bytes, tally: Tally) -> bytes:
-        if self._resume is None:
-            spans = [span for groups in self._scanner.scan(data) for span in self._find(groups, data)]
-        else:
-            spans = self._scan_resuming(data, self._resume)
-        return replace_spans(data, spans, tally) if spans else data
-
-    def _scan_resuming(self, data: bytes, resume: Resumer) -> list[Span]:
+        scanner = self._candidates or self._parser
         spans: list[Span] = []
+        memo: dict[tuple[bytes, bool], tuple[tuple[int, int, str], ...]] = {}
         position = 0
         while position <= len(data):
-            groups = self._scanner.search(data, position)
-            if groups is None:
+            candidate = scanner.search(data, position)
+            if candidate is None:
                 break
-            found = self._find(groups, data)
-            spans.extend(found)
-            position = advance(data, groups[0][0], resume(groups, found))
-        return spans
+            start, end = candidate[0]
+            key = (data[start:end], start == 0)
+            decision = memo.get(key)
+            if decision is None:
+                groups = (
+                    candidate if self._candidates is None else self._parser.match_exactly(data, start, end)
+                )
+                found = self._find(groups, data) if groups is not None else ()
+                decision = tuple((span.start - start, span.end - start, span.kind) for span in found)
+                if len(memo) < MEMO_ENTRIES:
+                    memo[key] = decision
+            spans.extend(Span(start + first, start + last, kind) for first, last, kind in decision)
+            position = advance(data, position, end)
+        return replace_spans(data, spans, tally) if spans else data
 
     def __repr__(self) -> str:
         return f"RegexRule({self.name!r})"

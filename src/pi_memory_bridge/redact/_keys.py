@@ -26,24 +26,26 @@ MAX_KEY_CHARS: Final = 256
 _METADATA_WORDS: Final = frozenset(
     """
     name names type types kind id ids length len size count counts limit limits min max budget
-    path paths file files filename dir directory folder url urls uri uris endpoint endpoints host
-    ref refs arn version versions policy policies expiry expires expiration expired exp ttl
-    lifetime timeout hint format fmt algorithm algo alg enabled disabled enable disable
-    required optional field fields label env var vars variable param params parameter
-    parameters attr attribute header headers prefix suffix provider providers method methods mode
-    scheme strategy source sources store location rotation rotated last4 mask masked placeholder
-    usage used created updated date time timestamp domain secure samesite httponly manager
-    backend handler helper description desc help title pattern regex validation validator rules
-    strength complexity reset changed visible visibility show shown input stdin index idx
-    hash hashed sha sha1 sha256 sha512 md5 digest checksum etag integrity commit rev revision
-    window estimate estimated stats metrics consent banner cache
+    path paths file files filename dir directory folder url urls uri uris endpoint endpoints
+    host ref refs arn version versions policy policies expiry expires expiration expired exp ttl
+    lifetime timeout hint format fmt algorithm algo alg enabled disabled enable disable required
+    optional field fields label env var vars variable param params parameter parameters attr
+    attribute header headers prefix suffix provider providers method methods mode scheme
+    strategy source sources store location rotation rotated last4 mask masked placeholder usage
+    used created updated date time timestamp domain secure samesite httponly manager backend
+    handler helper description desc help title pattern regex validation validator rules strength
+    complexity reset changed visible visibility show shown input stdin index idx hash hashed sha
+    sha1 sha256 sha512 md5 digest checksum etag integrity commit rev revision window estimate
+    estimated stats metrics consent banner cache
     """.split()
 )
 
 # First words that turn the name into a flag or a question about the credential.
 _FLAG_PREFIXES: Final = frozenset(
-    "is has use uses using enable enabled disable require requires allow show hide should can "
-    "needs need with without no skip".split()
+    """
+    is has use uses using enable enabled disable require requires allow show hide should can
+    needs need with without no skip
+    """.split()
 )
 
 # Words that make any credential-looking name public: ``public_key``, ``publishable_key``.
@@ -52,10 +54,11 @@ _PUBLIC_WORDS: Final = frozenset({"public", "pub", "publishable"})
 # Words naming what a ``*_key`` or ``*_keys`` holds when it is a credential.
 _KEY_QUALIFIERS: Final = frozenset(
     """
-    api private priv secret access signing sign encryption encrypt decryption crypt crypto cipher
-    aes master license licence client service account app application auth session webhook deploy
-    admin root ssh gpg pgp hmac jwt shared consumer subscription sas rsa dsa ecdsa ed25519 x
-    openai anthropic stripe sendgrid mailgun google gemini groq mistral cohere twilio algolia
+    api private priv secret access signing sign encryption encrypt decryption crypt crypto
+    cipher aes master license licence client service account app application auth session
+    webhook deploy admin root ssh gpg pgp hmac jwt shared consumer subscription sas rsa dsa
+    ecdsa ed25519 x openai anthropic stripe sendgrid mailgun google gemini groq mistral cohere
+    twilio algolia
     """.split()
 )
 
@@ -70,8 +73,10 @@ _NON_CREDENTIAL_TOKEN_QUALIFIERS: Final = frozenset(
 
 # Words before ``tokens``/``keys`` (plural) that keep them credentials: ``auth_tokens``.
 _CREDENTIAL_QUALIFIERS: Final = frozenset(
-    "api auth access refresh bearer session id oauth personal secret private github gitlab "
-    "npm pypi slack".split()
+    """
+    api auth access refresh bearer session id oauth personal secret private github gitlab npm
+    pypi slack
+    """.split()
 )
 
 # Single words that are credential names on their own (concatenations included).
@@ -235,13 +240,18 @@ def _bundler_credential(words: list[str]) -> bool:
 def classify_key(name: str) -> str | None:
     """The placeholder kind if ``name`` is a credential name, else None."""
     lowered = name.lower()
-    for foreign, kind in _FOREIGN_WORDS.items():
+    for foreign, foreign_kind in _FOREIGN_WORDS.items():
         if foreign in lowered:
-            return kind
+            return foreign_kind
     camel = key_words(name)
     segments = _segment_words(name)
     kind = _classify_words(camel) or (None if segments == camel else _classify_words(segments))
-    if kind is None and segments and segments[-1] not in _METADATA_WORDS and segments[0] not in _FLAG_PREFIXES:
+    if (
+        kind is None
+        and segments
+        and segments[-1] not in _METADATA_WORDS
+        and segments[0] not in _FLAG_PREFIXES
+    ):
         kind = _fused_suffix_kind(segments[-1:])
     return kind
 

@@ -44,17 +44,17 @@ def shannon_entropy(value: str) -> float:
 
 _NULLISH: Final = frozenset(
     """
-    none null nil undefined true false yes no on off empty n/a na tbd todo redacted
-    hidden secret password token xxx ... required optional unset default
-    changeme changeit change_me change-me placeholder dummy example sample read write
+    none null nil undefined true false yes no on off empty n/a na tbd todo redacted hidden
+    secret password token xxx ... required optional unset default changeme changeit change_me
+    change-me placeholder dummy example sample read write
     """.split()
 )
 
 # Annotations and type names that follow "password:" in code (Python, TypeScript, Go, Rust).
 _TYPE_NAMES: Final = frozenset(
     """
-    str string int integer float number bool boolean bytes bytearray any object optional dict list
-    char text varchar secretstr secretbytes uuid void never unknown
+    str string int integer float number bool boolean bytes bytearray any object optional dict
+    list char text varchar secretstr secretbytes uuid void never unknown
     """.split()
 )
 
@@ -71,7 +71,18 @@ _DOTTED_IDENTIFIER_RE: Final = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_]
 _IDENTIFIER_RE: Final = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _CLASS_NAME_RE: Final = re.compile(r"(?:[A-Z][a-z]+)+")
 _CAMEL_WORDS_RE: Final = re.compile(r"[a-z]+(?:[A-Z][a-z]+)+|(?:[A-Z][a-z]+){2,}")
-_VERSION_RE: Final = re.compile(r"[vV]?\d+(?:\.\d+)+(?:[-+.~][0-9A-Za-z.]+)?")
+_CAMEL_HUMP_RE: Final = re.compile(r"[A-Z]?[a-z]+")
+
+
+def is_camel_words(value: str) -> bool:
+    """``getUserName``, ``HelloWorld``: every hump a word (random mixed case has humps like "Kczd")."""
+    if _CAMEL_WORDS_RE.fullmatch(value) is None:
+        return False
+    return all(any(char in _VOWELS_Y for char in hump) for hump in _CAMEL_HUMP_RE.findall(value))
+
+
+# Each suffix part starts with a character its body cannot hold, so matching never backtracks.
+_VERSION_RE: Final = re.compile(r"[vV]?\d+(?:\.\d+)+(?:[-+~][0-9A-Za-z.]+)*")
 _DATE_RE: Final = re.compile(r"\d{4}-\d{2}-\d{2}(?:[T ][0-9:.]+Z?)?")
 _FLOAT_RE: Final = re.compile(r"[-+]?\d*\.\d+(?:[eE][-+]?\d+)?")
 _URL_RE: Final = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://[^@\s]*")
@@ -118,7 +129,9 @@ def is_code_reference(value: str) -> bool:
 
 
 # snake_case, UPPER_SNAKE, camelCase, PascalCase with at most two digits: names people write.
-_NAME_PART_RE: Final = re.compile(r"[a-z_][a-z0-9_]*|[A-Z_][A-Z0-9_]*|[a-z]+(?:[A-Z][a-z0-9]+)+|(?:[A-Z][a-z0-9]+)+")
+_NAME_PART_RE: Final = re.compile(
+    r"[a-z_][a-z0-9_]*|[A-Z_][A-Z0-9_]*|[a-z]+(?:[A-Z][a-z0-9]+)+|(?:[A-Z][a-z0-9]+)+"
+)
 
 
 def _is_name_part(part: str) -> bool:
@@ -204,9 +217,14 @@ def looks_random(value: str, *, min_length: int) -> bool:
     has_lower = any(char.islower() for char in value)
     has_upper = any(char.isupper() for char in value)
     mixed = (has_digit and (has_lower or has_upper)) or (has_lower and has_upper and len(value) >= 12)
-    if not mixed or is_wordy(value) or _CAMEL_WORDS_RE.fullmatch(value):
+    if not mixed or is_wordy(value) or is_camel_words(value):
         return False
-    if _VERSION_RE.fullmatch(value) or _DATE_RE.fullmatch(value) or is_code_reference(value) or is_path(value):
+    if (
+        _VERSION_RE.fullmatch(value)
+        or _DATE_RE.fullmatch(value)
+        or is_code_reference(value)
+        or is_path(value)
+    ):
         return False
     return shannon_entropy(value) >= entropy_floor(len(value))
 
@@ -222,7 +240,7 @@ def looks_like_service_credential(value: str) -> bool:
         return False
     if _VERSION_RE.fullmatch(value) or is_path(value) or is_url_without_credentials(value):
         return False
-    if is_wordy(value) or is_code_reference(value) or _CAMEL_WORDS_RE.fullmatch(value):
+    if is_wordy(value) or is_code_reference(value) or is_camel_words(value):
         return False
     has_digit = any(char.isdigit() for char in value)
     has_alpha = any(char.isalpha() for char in value)
@@ -283,7 +301,7 @@ def is_secretish(value: str) -> bool:
         return False
     if is_url_without_credentials(value):
         return False
-    if "=" in value.rstrip("="):  # "id=pip_token": another assignment, not a value
+    if "=" in value.rstrip("=") or value.endswith(":"):  # "id=x", "maxTokens:": a next assignment
         return False
     has_texture = any(char.isdigit() or not char.isalnum() for char in value)
     return len(value) >= 4 and has_texture and not is_plain_word(value)

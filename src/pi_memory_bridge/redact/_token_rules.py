@@ -12,7 +12,7 @@ from ._tokens import TOKEN_FORMATS
 
 
 def _needs_start_boundary(pattern: str) -> bool:
-    return re.match(r"[A-Za-z0-9_]|\(\?i:|\(\?:[a-z]", pattern) is not None
+    return re.match(r"[A-Za-z0-9_]|\(\?i:|\(\?:[A-Za-z0-9_]", pattern) is not None
 
 
 class _Tokens:
@@ -89,7 +89,13 @@ def _aws_labelled(groups: Groups, data: bytes) -> list[Span]:
 # "AWS Secret Access Key [None]: ..." (aws configure), "SecretAccessKey": "..." and friends.
 AWS_LABELLED_RULE: Final = RegexRule(
     "aws-labelled",
-    r"(?i)secret[ _-]?access[ _-]?key\b[^\r\n:=]{0,30}[:=]" + BLANK + "*" + QUOTE + "?(" + _AWS_SECRET + ")"
+    r"(?i)secret[ _-]?access[ _-]?key\b[^\r\n:=]{0,30}[:=]"
+    + BLANK
+    + "*"
+    + QUOTE
+    + "?("
+    + _AWS_SECRET
+    + ")"
     + _AWS_SECRET_END,
     _aws_labelled,
 )

@@ -57,9 +57,7 @@ TOKEN_FORMATS: Final[tuple[TokenFormat, ...]] = (
     # Code hosting and package registries.
     TokenFormat("github-token", r"gh[pousr]_[A-Za-z0-9]{30,}"),
     TokenFormat("github-token", r"github_pat_[A-Za-z0-9_]{40,}"),
-    TokenFormat(
-        "gitlab-token", r"gl(?:pat|dt|ft|rt|soat|imt|agent|oas|ffct|ptt|cbt)-[A-Za-z0-9_.-]{20,}"
-    ),
+    TokenFormat("gitlab-token", r"gl(?:pat|dt|ft|rt|soat|imt|agent|oas|ffct|ptt|cbt)-[A-Za-z0-9_.-]{20,}"),
     TokenFormat("gitlab-token", r"GR1348941[A-Za-z0-9_-]{20,}"),
     TokenFormat("gitlab-session", r"_gitlab_session=[0-9a-z]{32}"),
     TokenFormat("npm-token", r"(?i:npm_)[A-Za-z0-9]{36,}"),
@@ -132,7 +130,9 @@ TOKEN_FORMATS: Final[tuple[TokenFormat, ...]] = (
     TokenFormat("duffel-token", r"duffel_(?:test|live)_[A-Za-z0-9_=-]{43}"),
     TokenFormat("easypost-key", r"EZ[AT]K[A-Za-z0-9]{54}"),
     TokenFormat("flutterwave-key", r"FLW(?:SECK|PUBK)_TEST-[A-Za-z0-9]{12,}(?:-X)?"),
-    TokenFormat("plaid-token", r"(?i:access-(?:sandbox|development|production)-)[0-9a-fA-F]{8}-[0-9a-fA-F-]{27}"),
+    TokenFormat(
+        "plaid-token", r"(?i:access-(?:sandbox|development|production)-)[0-9a-fA-F]{8}-[0-9a-fA-F-]{27}"
+    ),
     TokenFormat("lob-key", r"(?i:live|test)_(?i:pub_)?[0-9a-fA-F]{31,35}\b"),
     TokenFormat("postman-key", r"PMAK-[0-9a-fA-F]{24}-[0-9a-fA-F]{34}"),
     TokenFormat("linear-key", r"lin_api_[A-Za-z0-9]{40}"),

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import time
 
 from bridge import SHIM, data_dir, stored_turns, use_bridge
@@ -29,15 +30,24 @@ def test_secrets_in_prompt_and_tool_result_never_reach_disk(pi_env: PiEnv, fake_
     assert "[REDACTED:" in rows[0]["user_text"] and "[REDACTED:" in rows[0]["assistant_text"]
     raw = _raw_bytes(pi_env)
     assert GH_TOKEN.encode() not in raw and AWS_SECRET.encode() not in raw
+    (tool,) = json.loads(rows[0]["tools_json"])
+    assert "[REDACTED:" in tool["result"]  # the tool pair is kept, in its redacted form
 
 
-def test_a_tool_turn_is_captured_with_its_final_answer(pi_env: PiEnv, fake_model: FakeModel) -> None:
+def test_a_tool_turn_is_captured_with_its_tool_pair(pi_env: PiEnv, fake_model: FakeModel) -> None:
     use_bridge(pi_env)
     run = pi_env.run_print(['CALL_TOOL bash {"command": "echo build-ok-42"}'], extensions=[SHIM])
     assert run.returncode == 0, run.stderr
     rows = stored_turns(pi_env)
     assert len(rows) == 1
     assert rows[0]["assistant_text"].startswith("FINAL: tool said build-ok-42")
+    (tool,) = json.loads(rows[0]["tools_json"])
+    # the id the model gave the call, as Pi sent it back with the result
+    sent_ids = [c["id"] for m in fake_model.chat_requests[1].messages for c in m.get("tool_calls") or []]
+    assert tool["toolCallId"] in sent_ids
+    assert tool["toolName"] == "bash"
+    assert json.loads(tool["arguments"]) == {"command": "echo build-ok-42"}
+    assert tool["result"].strip() == "build-ok-42" and tool["isError"] is False
 
 
 def test_a_follow_up_queued_during_a_run_is_its_own_pair(pi_env: PiEnv, fake_model: FakeModel) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import sqlite3
 import subprocess
@@ -11,6 +12,7 @@ import threading
 import time
 from collections.abc import AsyncIterator, Iterator
 from contextlib import contextmanager
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta, timezone
 from pathlib import Path
 
@@ -24,9 +26,11 @@ from pi_memory_bridge.backends.base import (
     Capability,
     ConversationTurn,
     MemoryBackend,
+    ToolEvidence,
 )
 from pi_memory_bridge.backends.local import DB_FILENAME, LocalBackend
 from pi_memory_bridge.backends.local.notes import summarize
+from pi_memory_bridge.backends.local.schema import LATEST_VERSION, MIGRATIONS
 from pi_memory_bridge.backends.local.store import content_key
 
 T0 = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
@@ -69,7 +73,7 @@ async def test_creates_a_wal_database_under_the_root(backend: LocalBackend) -> N
     assert (backend.root / DB_FILENAME).is_file()
     with _db(backend.root) as conn:
         assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
-        assert conn.execute("SELECT max(version) FROM schema_migrations").fetchone()[0] == 1
+        assert conn.execute("SELECT max(version) FROM schema_migrations").fetchone()[0] == LATEST_VERSION
 
 
 async def test_reopening_does_not_migrate_twice(tmp_path: Path) -> None:
@@ -77,7 +81,41 @@ async def test_reopening_does_not_migrate_twice(tmp_path: Path) -> None:
         store = LocalBackend(tmp_path)
         await store.close()
     with _db(tmp_path) as conn:
-        assert conn.execute("SELECT count(*) FROM schema_migrations").fetchone()[0] == 1
+        assert conn.execute("SELECT count(*) FROM schema_migrations").fetchone()[0] == LATEST_VERSION
+
+
+async def test_a_version_1_store_is_migrated_and_keeps_its_turns(tmp_path: Path) -> None:
+    db = tmp_path / DB_FILENAME
+    conn = sqlite3.connect(db)
+    conn.execute("CREATE TABLE schema_migrations (version INTEGER PRIMARY KEY, applied_at TEXT NOT NULL)")
+    MIGRATIONS[0](conn)
+    conn.execute("INSERT INTO schema_migrations VALUES (1, 'then')")
+    conn.commit()
+    conn.close()
+    store = LocalBackend(tmp_path)
+    await store.add_turns([turn("t-new", "tools arrive with schema 2")])
+    await store.close()
+    with _db(tmp_path) as conn:
+        assert conn.execute("SELECT tools_json FROM turns WHERE turn_id = 't-new'").fetchone()[0] == "[]"
+
+
+async def test_tool_evidence_is_stored_with_the_turn(backend: LocalBackend) -> None:
+    evidence = ToolEvidence("call_1", "bash", '{"command": "make"}', "ok", False)
+    base = turn("t-tools", "build it")
+    await backend.add_turns([replace(base, tools=(evidence,))])
+    with _db(backend.root) as conn:
+        stored = json.loads(
+            conn.execute("SELECT tools_json FROM turns WHERE turn_id = 't-tools'").fetchone()[0]
+        )
+    assert stored == [
+        {
+            "toolCallId": "call_1",
+            "toolName": "bash",
+            "arguments": '{"command": "make"}',
+            "result": "ok",
+            "isError": False,
+        }
+    ]
 
 
 async def test_a_store_from_a_newer_version_is_refused(tmp_path: Path) -> None:

@@ -6,18 +6,22 @@ Redaction happens here, before a turn reaches any sink, so nothing unredacted to
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Protocol
 
-from pi_memory_bridge.backends.base import ConversationTurn, MemoryBackend
+from pi_memory_bridge.backends.base import ConversationTurn, MemoryBackend, ToolEvidence
 from pi_memory_bridge.identity import BranchIdentity, turn_id
-from pi_memory_bridge.pi_shapes import extract_turns
-from pi_memory_bridge.redact import redact_text
+from pi_memory_bridge.pi_shapes import ToolPair, extract_turns
+from pi_memory_bridge.redact import redact_text, redact_value
 
 # The server-side L0 limit is 8192 characters per message; keep the local store consistent with it.
 MAX_TURN_TEXT_CHARS = 8192
+MAX_TOOL_ARGS_CHARS = 2000
+MAX_TOOL_RESULT_CHARS = 4000
+MAX_TOOLS_PER_TURN = 64
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,12 +44,29 @@ class DirectSink:
         await self._backend.add_turns(turns)
 
 
-def _clip(text: str) -> str:
-    if len(text) <= MAX_TURN_TEXT_CHARS:
+def _clip(text: str, limit: int = MAX_TURN_TEXT_CHARS) -> str:
+    if len(text) <= limit:
         return text
     # keep head and tail: the decisive line of an error is often at the end
-    half = (MAX_TURN_TEXT_CHARS - 20) // 2
+    half = (limit - 20) // 2
     return f"{text[:half]}\n[… truncated …]\n{text[-half:]}"
+
+
+def _evidence(pair: ToolPair) -> tuple[ToolEvidence, int]:
+    args, arg_hits = redact_value(pair.arguments)
+    try:
+        args_text = json.dumps(args, ensure_ascii=False, default=str)
+    except (TypeError, ValueError):
+        args_text = str(args)
+    result = redact_text(pair.result_text)
+    evidence = ToolEvidence(
+        tool_call_id=pair.tool_call_id,
+        tool_name=pair.tool_name,
+        arguments=_clip(args_text, MAX_TOOL_ARGS_CHARS),
+        result=_clip(result.text, MAX_TOOL_RESULT_CHARS),
+        is_error=pair.is_error,
+    )
+    return evidence, arg_hits + result.count
 
 
 def _timestamp(ms: int | None, fallback: datetime) -> datetime:
@@ -68,6 +89,11 @@ def prepare_capture(
         user = redact_text(captured.user_text)
         assistant = redact_text(captured.assistant_text)
         redactions += user.count + assistant.count
+        tools: list[ToolEvidence] = []
+        for pair in captured.tool_pairs[:MAX_TOOLS_PER_TURN]:
+            evidence, hits = _evidence(pair)
+            tools.append(evidence)
+            redactions += hits
         session_id = identity.memory_session_id
         turns.append(
             ConversationTurn(
@@ -77,6 +103,7 @@ def prepare_capture(
                 assistant_text=_clip(assistant.text),
                 created_at=_timestamp(captured.user_timestamp_ms, now),
                 pi_session_id=identity.pi_session_id,
+                tools=tuple(tools),
             )
         )
     return PreparedCapture(tuple(turns), tuple(s.reason for s in extraction.skipped), redactions)

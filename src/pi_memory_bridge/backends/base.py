@@ -63,6 +63,17 @@ class AtomicType(enum.StrEnum):
 
 
 @dataclass(frozen=True, slots=True)
+class ToolEvidence:
+    """One tool call of a turn and its result, paired by id, already redacted and clipped."""
+
+    tool_call_id: str
+    tool_name: str
+    arguments: str  # JSON text of the (structurally redacted) arguments
+    result: str
+    is_error: bool = False
+
+
+@dataclass(frozen=True, slots=True)
 class ConversationTurn:
     """One captured turn: a user prompt and the final assistant answer, already redacted.
 
@@ -76,6 +87,7 @@ class ConversationTurn:
     assistant_text: str
     created_at: datetime  # timezone-aware, UTC
     pi_session_id: str = ""
+    tools: tuple[ToolEvidence, ...] = ()  # evidence of the work done; kept, not searched
 
 
 @dataclass(frozen=True, slots=True)

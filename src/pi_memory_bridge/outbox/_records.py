@@ -23,7 +23,7 @@ from pydantic import (
     model_validator,
 )
 
-from pi_memory_bridge.backends.base import ConversationTurn
+from pi_memory_bridge.backends.base import ConversationTurn, ToolEvidence
 
 PAYLOAD_VERSION: Literal[1] = 1
 MAX_TURN_ID_CHARS = 256
@@ -35,6 +35,16 @@ class RecordState(enum.StrEnum):
     IN_FLIGHT = "in_flight"  # claimed by one process under a lease
     DEAD = "dead"  # permanently rejected; kept for an operator to requeue or purge
     QUARANTINED = "quarantined"  # failed validation when read; kept aside, never delivered
+
+
+class ToolPayload(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid", strict=True)
+
+    tool_call_id: str
+    tool_name: str
+    arguments: str
+    result: str
+    is_error: bool = False
 
 
 class TurnPayload(BaseModel):
@@ -49,6 +59,7 @@ class TurnPayload(BaseModel):
     assistant_text: str
     created_at: AwareDatetime
     pi_session_id: str = ""
+    tools: tuple[ToolPayload, ...] = ()
 
     @classmethod
     def of(cls, turn: ConversationTurn) -> TurnPayload:
@@ -63,6 +74,16 @@ class TurnPayload(BaseModel):
             assistant_text=turn.assistant_text,
             created_at=created.astimezone(UTC),
             pi_session_id=turn.pi_session_id,
+            tools=tuple(
+                ToolPayload(
+                    tool_call_id=t.tool_call_id,
+                    tool_name=t.tool_name,
+                    arguments=t.arguments,
+                    result=t.result,
+                    is_error=t.is_error,
+                )
+                for t in turn.tools
+            ),
         )
 
     def to_turn(self) -> ConversationTurn:
@@ -73,6 +94,10 @@ class TurnPayload(BaseModel):
             assistant_text=self.assistant_text,
             created_at=self.created_at.astimezone(UTC),
             pi_session_id=self.pi_session_id,
+            tools=tuple(
+                ToolEvidence(t.tool_call_id, t.tool_name, t.arguments, t.result, t.is_error)
+                for t in self.tools
+            ),
         )
 
 

@@ -61,8 +61,13 @@ def _migration_1(conn: sqlite3.Connection) -> None:
         conn.execute(statement)
 
 
+def _migration_2(conn: sqlite3.Connection) -> None:
+    # tool calls of a turn and their results (JSON list), kept as evidence; not full-text indexed
+    conn.execute("ALTER TABLE turns ADD COLUMN tools_json TEXT NOT NULL DEFAULT '[]'")
+
+
 # Append only: index + 1 is the version a migration brings the schema to.
-MIGRATIONS: tuple[Callable[[sqlite3.Connection], None], ...] = (_migration_1,)
+MIGRATIONS: tuple[Callable[[sqlite3.Connection], None], ...] = (_migration_1, _migration_2)
 LATEST_VERSION = len(MIGRATIONS)
 
 

@@ -9,6 +9,7 @@ the lock is held only for the inserts. All sqlite3 errors leave as `BackendError
 from __future__ import annotations
 
 import hashlib
+import json
 import sqlite3
 import unicodedata
 from collections.abc import Iterator, Sequence
@@ -26,6 +27,7 @@ from pi_memory_bridge.backends.base import (
     ConversationTurn,
     DeleteReport,
     SaveResult,
+    ToolEvidence,
 )
 from pi_memory_bridge.backends.local import fts
 from pi_memory_bridge.backends.local.pool import ConnectionPool
@@ -51,6 +53,22 @@ def _timestamp(value: datetime) -> str:
 
 def _now() -> str:
     return _timestamp(datetime.now(UTC))
+
+
+def _tools_json(tools: Sequence[ToolEvidence]) -> str:
+    return json.dumps(
+        [
+            {
+                "toolCallId": t.tool_call_id,
+                "toolName": t.tool_name,
+                "arguments": t.arguments,
+                "result": t.result,
+                "isError": t.is_error,
+            }
+            for t in tools
+        ],
+        ensure_ascii=False,
+    )
 
 
 def _tokens(text: str) -> str:
@@ -187,6 +205,7 @@ class SqliteMemoryStore:
                 _timestamp(t.created_at),
                 _tokens(t.user_text),
                 _tokens(t.assistant_text),
+                _tools_json(t.tools),
             )
             for t in unique.values()
             if t.turn_id not in already
@@ -199,7 +218,8 @@ class SqliteMemoryStore:
             fresh = [row for row in rows if row[0] not in stored]
             conn.executemany(
                 "INSERT OR IGNORE INTO turns(turn_id, memory_session_id, pi_session_id, user_text, "
-                "assistant_text, created_at, user_tokens, assistant_tokens) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                "assistant_text, created_at, user_tokens, assistant_tokens, tools_json) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 fresh,
             )
             fts.add_document_frequencies(

@@ -53,6 +53,20 @@ from pi_memory_bridge.rpc.errors import InvalidParams
 from pi_memory_bridge.tools import ToolFailure, conversation_search, memory_save, memory_search
 
 log = logging.getLogger(__name__)
+
+
+def sdk_state() -> str:
+    from pi_memory_bridge.backends.memorycore import sdk_available
+
+    return "installed" if sdk_available() else "not installed (needed only for the memorycore backend)"
+
+
+def sdk_install_command() -> str:
+    from pi_memory_bridge.backends.memorycore import install_command
+
+    return install_command()
+
+
 INITIAL_OPEN_WAIT_S = 1.0
 CAPTURE_OPEN_WAIT_S = 2.0
 REOPEN_INTERVAL_S = 30.0
@@ -476,6 +490,11 @@ class Sidecar:
                     "check the data directory's permissions and free space",
                 )
             )
+        sdk = sdk_state()
+        if loaded is not None and loaded.config.backend == "memorycore" and not sdk.startswith("installed"):
+            problems.append(
+                Problem("the MemoryCore SDK is not installed", f"install it: {sdk_install_command()}")
+            )
         ident = self.sessions.get(pi_session_id)
         identity = (
             f"{_mask(ident.memory_session_id)} (branch {ident.branch})" if ident else "no active session"
@@ -507,6 +526,7 @@ class Sidecar:
             last_recall=last,
             capture=self.capture_stats.describe(),
             outbox=outbox,
+            sdk=sdk,
             log_file=str(self.log_file) if self.log_file else "stderr only",
             problems=tuple(problems),
         )

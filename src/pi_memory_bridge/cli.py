@@ -48,7 +48,7 @@ def main(argv: list[str] | None = None) -> int:
 
         checks = run_checks(os.environ, Path.cwd())
         print(render(checks))
-        return 0 if all(c.ok for c in checks) else 1
+        return 0 if all(c.ok or c.warning for c in checks) else 1
     if args.command == "search":
         from pi_memory_bridge.terminal import search
 

@@ -13,7 +13,8 @@ from pathlib import Path
 
 from pi_memory_bridge._version import __version__
 from pi_memory_bridge.backends.base import BackendError
-from pi_memory_bridge.config import data_dir, default_agent_dir, global_config_path, load_config
+from pi_memory_bridge.backends.factory import open_backend
+from pi_memory_bridge.config import LoadedConfig, data_dir, default_agent_dir, global_config_path, load_config
 
 SHIM_PACKAGE_NAME = "pi-memory-bridge-shim"
 MIN_NODE = (22, 19)
@@ -104,17 +105,14 @@ def run_checks(env: Mapping[str, str], cwd: Path) -> list[Check]:
         checks.append(Check("data dir", True, str(ddir)))
     except OSError as exc:
         checks.append(Check("data dir", False, f"{ddir}: {exc}", "check permissions and free space"))
-    if loaded.config.backend == "local":
-        checks.append(asyncio.run(_check_local(ddir)))
-    else:
-        checks.append(
-            Check(
-                "backend",
-                False,
-                f"the {loaded.config.backend} backend is not available in pi-memory-bridge {__version__}",
-                'use backend "local"',
-            )
-        )
+    checks.append(asyncio.run(_check_backend(loaded, agent_dir)))
+    if loaded.config.backend == "memorycore":
+        from pi_memory_bridge.backends.memorycore import install_command, sdk_available
+
+        if sdk_available():
+            checks.append(Check("memorycore sdk", True, "installed"))
+        else:
+            checks.append(Check("memorycore sdk", False, "not installed", f"install it: {install_command()}"))
     shims = find_shim_dirs(agent_dir)
     if shims:
         checks.extend(_check_shim(s) for s in shims)
@@ -145,22 +143,26 @@ def run_checks(env: Mapping[str, str], cwd: Path) -> list[Check]:
     return checks
 
 
-async def _check_local(root: Path) -> Check:
-    from pi_memory_bridge.backends.local import LocalBackend
-
+async def _check_backend(loaded: LoadedConfig, agent_dir: Path) -> Check:
+    name = loaded.config.backend
     try:
-        backend = await asyncio.to_thread(LocalBackend, root)
-        status = await backend.status()
-        await backend.close()
+        backend = await asyncio.to_thread(open_backend, loaded, agent_dir)
+        try:
+            status = await backend.status()
+        finally:
+            await backend.close()
     except (BackendError, OSError) as exc:
-        return Check(
-            "backend",
-            False,
-            f"local store at {root}: {exc}",
-            "move the damaged file aside; a new store is created on the next start",
+        fix = (
+            "move the damaged file aside; a new store is created on the next start"
+            if name == "local"
+            else "check the endpoint, ids and keys (`pi-memory-bridge doctor` after each change)"
         )
+        return Check("backend", False, f"{name}: {exc}", fix)
     counts = ", ".join(f"{k} {v}" for k, v in sorted(status.counts.items()))
-    return Check("backend", status.ok, f"local store at {root} ({counts})", "; ".join(status.problems))
+    detail = f"{name}: {status.detail}" if status.detail else name
+    return Check(
+        "backend", status.ok, f"{detail} ({counts})" if counts else detail, "; ".join(status.problems)
+    )
 
 
 def render(checks: list[Check]) -> str:

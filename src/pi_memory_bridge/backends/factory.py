@@ -18,4 +18,8 @@ def open_backend(loaded: LoadedConfig, agent_dir: Path) -> MemoryBackend:
         from pi_memory_bridge.backends.local import LocalBackend
 
         return LocalBackend(data_dir(agent_dir))
-    raise BackendConfigError(f"the {name} backend is not available in this version")
+    if name == "memorycore":
+        from pi_memory_bridge.backends.memorycore import MemoryCoreBackend
+
+        return MemoryCoreBackend.from_config(loaded)
+    raise BackendConfigError(f"unknown backend {name!r}")

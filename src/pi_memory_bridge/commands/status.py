@@ -26,6 +26,7 @@ class StatusReport:
     last_recall: str
     capture: str
     outbox: str
+    sdk: str
     log_file: str
     problems: tuple[Problem, ...] = field(default=())
 
@@ -55,6 +56,7 @@ class StatusReport:
             "lastRecall": self.last_recall,
             "capture": self.capture,
             "outbox": self.outbox,
+            "sdk": self.sdk,
             "logFile": self.log_file,
             "problems": [{"what": p.what, "fix": p.fix} for p in self.problems],
             "healthy": self.healthy,
@@ -76,6 +78,7 @@ def render_status(report: StatusReport) -> str:
         f"last recall:  {report.last_recall}",
         f"capture:      {report.capture}",
         f"outbox:       {report.outbox}",
+        f"memorycore sdk: {report.sdk}",
         f"log file:     {report.log_file}",
     ]
     if report.problems:

@@ -10,7 +10,7 @@ only to make recall cheaper) < environment variables. Objects merge key by key. 
 returned config is the safe one to run with (see `_loader` for what "safe" means per source).
 """
 
-from pi_memory_bridge.config._endpoint import is_loopback_host
+from pi_memory_bridge.config._endpoint import endpoint_problem, is_loopback_host
 from pi_memory_bridge.config._jsonfile import MAX_CONFIG_FILE_BYTES
 from pi_memory_bridge.config._keyfile import MAX_KEY_FILE_BYTES
 from pi_memory_bridge.config._loader import LoadedConfig, Secrets, load_config
@@ -46,6 +46,7 @@ __all__ = [
     "SkillSettings",
     "data_dir",
     "default_agent_dir",
+    "endpoint_problem",
     "global_config_path",
     "is_loopback_host",
     "load_config",

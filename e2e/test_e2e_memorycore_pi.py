@@ -1,0 +1,67 @@
+"""Real Pi + the shim + the sidecar on the memorycore backend, against a MemoryCore server.
+
+Runs when a server is configured (the same variables as test_e2e_memorycore.py) and the official
+SDK is installed; skips with the reason otherwise. A turn said in one Pi session is delivered to
+MemoryCore L0 through the outbox and recalled inside the untrusted block in a brand-new session.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+
+import pytest
+
+from bridge import SHIM, use_bridge
+from harness import FakeModel, PiEnv, TextReply
+
+URL = os.environ.get("PI_MEMORY_BRIDGE_E2E_MEMORYCORE_URL", "").strip()
+KEY = os.environ.get("PI_MEMORY_BRIDGE_E2E_MEMORYCORE_KEY", "").strip()
+
+if not URL or not KEY:
+    pytestmark = pytest.mark.skip(
+        reason="no MemoryCore server: set PI_MEMORY_BRIDGE_E2E_MEMORYCORE_URL and "
+        "PI_MEMORY_BRIDGE_E2E_MEMORYCORE_KEY (see deploy/README.md)"
+    )
+else:
+    pytest.importorskip("tencentdb_agent_memory.v3", reason="the official MemoryCore SDK is not installed")
+
+
+def _memorycore_config() -> dict[str, object]:
+    run = uuid.uuid4().hex[:8]
+    ids = {
+        kind: os.environ.get(f"PI_MEMORY_BRIDGE_E2E_MEMORYCORE_{kind.upper()}_ID", "").strip()
+        or f"{kind}-pi-{run}"
+        for kind in ("team", "agent", "user")
+    }
+    return {
+        "backend": "memorycore",
+        "memorycore": {
+            "endpoint": URL,
+            "serviceId": os.environ.get("PI_MEMORY_BRIDGE_E2E_MEMORYCORE_SERVICE_ID", "default") or "default",
+            "teamId": ids["team"],
+            "agentId": ids["agent"],
+            "userId": ids["user"],
+        },
+    }
+
+
+def test_a_pi_turn_reaches_memorycore_and_is_recalled_in_a_new_session(
+    pi_env: PiEnv, fake_model: FakeModel
+) -> None:
+    use_bridge(pi_env, config=_memorycore_config())
+    pi_env.extra_env["TDAI_MEMORY_GATEWAY_API_KEY"] = KEY
+    user_key = os.environ.get("PI_MEMORY_BRIDGE_E2E_MEMORYCORE_USER_KEY", "").strip()
+    if user_key:
+        pi_env.extra_env["TDAI_MEMORY_USER_KEY"] = user_key
+    marker = f"quartz-{uuid.uuid4().hex[:6]}"
+    fake_model.script(TextReply(f"Noted: the release train is called {marker}."))
+    first = pi_env.run_print(
+        [f"Our release train is called {marker}, it leaves every Tuesday."], extensions=[SHIM]
+    )
+    assert first.returncode == 0, first.stderr
+    second = pi_env.run_print([f"When does the {marker} release train leave?"], extensions=[SHIM])
+    assert second.returncode == 0, second.stderr
+    system = fake_model.last_request().system_prompt
+    block = system[system.find("<recalled_memory") :] if "<recalled_memory" in system else ""
+    assert f"Our release train is called {marker}" in block, system[-2000:]

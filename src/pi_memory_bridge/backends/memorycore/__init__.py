@@ -1,0 +1,30 @@
+"""The MemoryCore backend: TencentDB Agent Memory's server, through its official Python SDK."""
+
+from pi_memory_bridge.backends.memorycore._client import (
+    MemoryCoreCredentials,
+    MemoryCoreTarget,
+    target_from_config,
+)
+from pi_memory_bridge.backends.memorycore._sdk import (
+    SDK_COMMIT,
+    SDK_REQUIREMENT,
+    SdkBindings,
+    install_command,
+    load_sdk,
+    sdk_available,
+)
+from pi_memory_bridge.backends.memorycore.backend import DEFAULT_CACHE_TTL_S, MemoryCoreBackend
+
+__all__ = [
+    "DEFAULT_CACHE_TTL_S",
+    "SDK_COMMIT",
+    "SDK_REQUIREMENT",
+    "MemoryCoreBackend",
+    "MemoryCoreCredentials",
+    "MemoryCoreTarget",
+    "SdkBindings",
+    "install_command",
+    "load_sdk",
+    "sdk_available",
+    "target_from_config",
+]

@@ -58,3 +58,22 @@ def test_memory_session_id_is_safe_and_distinct_per_branch() -> None:
 def test_turn_id_is_deterministic(session: str, ts: int, text: str) -> None:
     assert turn_id(session, ts, text, 0) == turn_id(session, ts, text, 3)
     assert turn_id(session, ts, text, 0) != turn_id(session + "x", ts, text, 0)
+
+
+def test_labels_and_summaries_are_see_through() -> None:
+    # M1 <- label (1st visit) <- label (2nd visit) ... then a new message under the same leaf
+    entries = [
+        *chain("m1", "m2"),
+        EntryLink("lab1", "m2", "label"),
+        EntryLink("lab2", "m2", "label"),
+        EntryLink("m3", "lab2"),
+        EntryLink("sum", "m1", "branch_summary"),
+        EntryLink("t1", "sum"),
+        EntryLink("cmp", "t1", "compaction"),
+        EntryLink("t2", "cmp"),
+    ]
+    assert derive_branch(entries, "m3") == MAIN_BRANCH  # a second visit does not split the branch
+    assert derive_branch(entries, "lab2") == MAIN_BRANCH
+    assert derive_branch(entries, "t1") == "t1"  # a branch is named by its first message
+    assert derive_branch(entries, "t2") == "t1"  # compaction does not change the identity
+    assert derive_branch(entries, "sum") == MAIN_BRANCH  # the summary's own position is m1's

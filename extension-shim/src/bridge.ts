@@ -194,7 +194,7 @@ function registerTools(pi: ExtensionAPI): void {
 			result = await sidecar().call<ToolCallResult>(
 				"tool/call",
 				{ piSessionId: sessionId(ctx), name, arguments: args },
-				recallDeadline(),
+				recallDeadline,
 			);
 		} catch (e) {
 			result = { text: `Memory unavailable (${errorText(e)}). Continue without memory.`, details: {}, isError: true };
@@ -288,7 +288,7 @@ export function createMemoryBridge(pi: ExtensionAPI): void {
 			const result = await sidecar().call<RecallResult>(
 				"recall",
 				{ piSessionId: sessionId(ctx), prompt, liveUserTimestamps: liveUserTimestamps(ctx.sessionManager.getBranch()) },
-				recallDeadline(),
+				recallDeadline,
 			);
 			setStatus(result.statusText);
 			if (!result.block) return undefined;

@@ -6,7 +6,7 @@ import { spawn, type ChildProcess } from "node:child_process";
 import { existsSync } from "node:fs";
 import { dirname, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
-import { RpcClient, RpcClosed, RpcError } from "./rpc.ts";
+import { RpcClient, RpcClosed, RpcError, RpcTimeout } from "./rpc.ts";
 import { PROTOCOL_VERSION, type InitializeParams, type InitializeResult } from "./protocol.ts";
 
 export const SHIM_DIR = resolve(dirname(fileURLToPath(import.meta.url)), "..");
@@ -73,16 +73,22 @@ export class Sidecar {
 		this.spawnChild();
 	}
 
-	/** Call a method, waiting for the handshake within the same deadline. */
-	async call<T>(method: string, params: unknown, timeoutMs: number): Promise<T> {
+	/**
+	 * Call a method, waiting for the handshake within the same deadline. `timeoutMs` may be a
+	 * function: it is read again once the handshake is done, since the configured deadline is only
+	 * known from the handshake's answer.
+	 */
+	async call<T>(method: string, params: unknown, timeoutMs: number | (() => number)): Promise<T> {
 		this.ensureStarted();
 		const ready = this.ready;
 		const rpc = this.rpc;
 		if (!ready || !rpc || this.state === "failed") throw new RpcClosed(this.lastError ?? "sidecar not running");
+		const budget = (): number => (typeof timeoutMs === "function" ? timeoutMs() : timeoutMs);
 		const started = Date.now();
-		const readyWait = Math.min(timeoutMs, READY_WAIT_MS);
+		const readyWait = Math.min(budget(), READY_WAIT_MS);
 		await withTimeout(ready, readyWait, `sidecar not ready within ${readyWait} ms`);
-		const left = Math.max(1, timeoutMs - (Date.now() - started));
+		const left = budget() - (Date.now() - started);
+		if (left <= 0) throw new RpcTimeout(method, budget());
 		return rpc.request<T>(method, params, left);
 	}
 

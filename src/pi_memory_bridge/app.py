@@ -97,7 +97,7 @@ def _mask(value: str) -> str:
 
 
 def _links(entries: list[EntryRef]) -> list[EntryLink]:
-    return [EntryLink(e.id, e.parent_id) for e in entries]
+    return [EntryLink(e.id, e.parent_id, e.type) for e in entries]
 
 
 def _major(version: str) -> str:
@@ -174,6 +174,8 @@ class Sidecar:
         self.sink = self.delivery
 
     def _outbox_changed(self, counts: OutboxCounts) -> None:
+        if not (counts.waiting or counts.dead or self.capture_stats.captured):
+            return  # an empty outbox at start-up: nothing worth a footer change
         if self._notify is not None and self._handshake_done and not self._closing:
             task: asyncio.Task[None] = asyncio.get_running_loop().create_task(
                 self._notify(footer_for(counts))

@@ -8,6 +8,11 @@ the entries alone, without marker entries:
   * the branch identity is the id of the deepest entry on that path that is NOT the first child
     (in file order) of its parent; when every entry is a first child, it is the main path ("main").
 
+Only conversation entries (`message`, `custom_message`) count. Everything else (labels and branch
+summaries that navigation appends at the target, compactions, model changes, extension entries)
+is see-through: its children hang from its nearest conversation ancestor. Otherwise every visit
+to the same leaf would append another child there and split one branch into many identities.
+
 Consequences that the design asks for: the main path keeps one identity however long it grows;
 a new branch gets the id of its first entry; going back to any earlier branch, including the
 original one, yields the same identity again; restarting, `--continue` and `--session` re-read the
@@ -26,10 +31,18 @@ MAIN_BRANCH = "main"
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]")
 
 
+CONVERSATION_TYPES = frozenset({"message", "custom_message"})
+
+
 @dataclass(frozen=True, slots=True)
 class EntryLink:
     id: str
     parent_id: str | None
+    type: str = "message"
+
+    @property
+    def counts(self) -> bool:
+        return self.type in CONVERSATION_TYPES
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,20 +65,32 @@ def derive_branch(entries: Sequence[EntryLink], leaf_id: str | None) -> str:
     if leaf_id is None:
         return MAIN_BRANCH
     by_id: dict[str, EntryLink] = {}
-    first_child: dict[str | None, str] = {}
     for entry in entries:
-        if entry.id in by_id:
-            continue  # a duplicated id is malformed input; keep the first occurrence
-        by_id[entry.id] = entry
-        first_child.setdefault(entry.parent_id, entry.id)
+        by_id.setdefault(entry.id, entry)  # a duplicated id is malformed input; keep the first
+
+    def conversation_ancestor(entry_id: str | None) -> str | None:
+        seen: set[str] = set()
+        while entry_id is not None and entry_id not in seen:
+            seen.add(entry_id)
+            node = by_id.get(entry_id)
+            if node is None or node.counts:
+                return entry_id
+            entry_id = node.parent_id
+        return None
+
+    first_child: dict[str | None, str] = {}
+    for entry in by_id.values():
+        if entry.counts:
+            first_child.setdefault(conversation_ancestor(entry.parent_id), entry.id)
     deepest_fork: str | None = None
     seen: set[str] = set()
-    node = by_id.get(leaf_id)
+    node = by_id.get(conversation_ancestor(leaf_id) or "")
     while node is not None and node.id not in seen:
         seen.add(node.id)
-        if deepest_fork is None and first_child.get(node.parent_id) != node.id:
+        parent = conversation_ancestor(node.parent_id)
+        if deepest_fork is None and first_child.get(parent) != node.id:
             deepest_fork = node.id  # walking leaf-upwards, the first hit is the deepest
-        node = by_id.get(node.parent_id) if node.parent_id is not None else None
+        node = by_id.get(parent) if parent is not None else None
     return deepest_fork or MAIN_BRANCH
 
 

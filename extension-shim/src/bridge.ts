@@ -247,6 +247,10 @@ function registerCommands(pi: ExtensionAPI): void {
 		description: "Find memories matching a query, preview them, choose, confirm, delete: /tdai-memory-forget <query>",
 		handler: (args, ctx) => runCommand("forget", args, ctx),
 	});
+	pi.registerCommand("tdai-memory-setup", {
+		description: "Set up the MemoryCore backend: endpoint, key files, identity check, team and agent, preview, write",
+		handler: (args, ctx) => runCommand("setup", args, ctx),
+	});
 	pi.registerCommand("tdai-memory-outbox", {
 		description: "Capture outbox: status | list [pending|dead|quarantined] | flush | requeue <id|all> | purge <id|all>",
 		handler: (args, ctx) => runCommand("outbox", args, ctx),
@@ -338,7 +342,8 @@ export function createMemoryBridge(pi: ExtensionAPI): void {
 		}
 		const sc = shared.sidecar;
 		if (!sc) return;
-		if (event.reason === "quit") {
+		if (event.reason === "quit" || event.reason === "reload") {
+			// on reload the sidecar must read the configuration again (e.g. after /tdai-memory-setup)
 			shared.sidecar = undefined;
 			await sc.stop();
 			return;

@@ -25,7 +25,7 @@ from pi_memory_bridge.commands.flows import Flow, FlowRegistry, UnknownFlow, don
 from pi_memory_bridge.commands.forget import ForgetDeps, forget_flow
 from pi_memory_bridge.commands.outbox_ops import OutboxDeps, describe_counts, outbox_flow
 from pi_memory_bridge.commands.status import Problem, StatusReport, render_status
-from pi_memory_bridge.config import LoadedConfig, data_dir
+from pi_memory_bridge.config import LoadedConfig, data_dir, default_agent_dir
 from pi_memory_bridge.delivery import CaptureDelivery, footer_for
 from pi_memory_bridge.handshake import handshake
 from pi_memory_bridge.identity import BranchIdentity, EntryLink, derive_branch
@@ -110,6 +110,7 @@ class Sidecar:
         self._notify = notify
         self.loaded: LoadedConfig | None = None
         self.agent_dir: Path | None = None
+        self.cwd: Path = Path.cwd()
         self.backend: MemoryBackend | None = None
         self.backend_error: str | None = None
         self.sink: CaptureSink | None = None
@@ -134,12 +135,12 @@ class Sidecar:
     async def initialize(self, p: InitializeParams) -> InitializeResult:
         """Handshake and start in one go (in-process use; `serve` answers the handshake first)."""
         hs = handshake(p, self._env)
-        await self.start(hs.loaded, hs.agent_dir)
+        await self.start(hs.loaded, hs.agent_dir, hs.cwd)
         return hs.result.model_copy(update={"status_text": self.footer()})
 
-    async def start(self, loaded: LoadedConfig, agent_dir: Path) -> None:
+    async def start(self, loaded: LoadedConfig, agent_dir: Path, cwd: Path) -> None:
         """Open the outbox and the backend the configuration selects (each failure is reported)."""
-        self.loaded, self.agent_dir = loaded, agent_dir
+        self.loaded, self.agent_dir, self.cwd = loaded, agent_dir, cwd
         if loaded.backend_ready and loaded.config.capture.enabled:
             await self._open_delivery()
         if loaded.backend_ready:
@@ -371,6 +372,7 @@ class Sidecar:
             "remember": self._remember_flow,
             "forget": self._forget_flow,
             "outbox": self._outbox_flow,
+            "setup": self._setup_flow,
         }
         make = flows.get(p.name)
         if make is None:
@@ -399,6 +401,12 @@ class Sidecar:
             else None,
         )
         return forget_flow(deps, p.args, has_ui=p.has_ui)
+
+    def _setup_flow(self, p: CommandRunParams) -> Flow:
+        from pi_memory_bridge.commands.setup import SetupDeps, setup_flow
+
+        agent_dir = self.agent_dir or default_agent_dir(self._env)
+        return setup_flow(SetupDeps(agent_dir=agent_dir, cwd=self.cwd, env=self._env), has_ui=p.has_ui)
 
     def _outbox_flow(self, p: CommandRunParams) -> Flow:
         delivery = self.delivery

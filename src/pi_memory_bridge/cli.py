@@ -19,6 +19,9 @@ def _parser() -> argparse.ArgumentParser:
     search.add_argument("--limit", type=int, default=5)
     forget = sub.add_parser("forget", help="find memories, preview them, choose, confirm and delete")
     forget.add_argument("query")
+    sub.add_parser(
+        "setup", help="configure the MemoryCore backend interactively (endpoint, keys, team, agent)"
+    )
     outbox = sub.add_parser("outbox", help="the capture outbox: status, list, flush, requeue, purge")
     outbox.add_argument(
         "action",
@@ -57,6 +60,10 @@ def main(argv: list[str] | None = None) -> int:
         from pi_memory_bridge.terminal import forget
 
         return forget(args.query)
+    if args.command == "setup":
+        from pi_memory_bridge.terminal import setup
+
+        return setup()
     if args.command == "outbox":
         from pi_memory_bridge.terminal import outbox
 

@@ -23,6 +23,7 @@ log = logging.getLogger(__name__)
 class Handshake:
     loaded: LoadedConfig
     agent_dir: Path
+    cwd: Path
     result: InitializeResult
 
 
@@ -63,4 +64,4 @@ def handshake(p: InitializeParams, env: Mapping[str, str]) -> Handshake:
         recall=RecallLimits(deadline_ms=cfg.recall.deadline_ms, enabled=cfg.enabled and cfg.recall.enabled),
         status_text=initial_footer(loaded),
     )
-    return Handshake(loaded, agent_dir, result)
+    return Handshake(loaded, agent_dir, Path(p.cwd), result)

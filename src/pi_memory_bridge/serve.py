@@ -64,7 +64,7 @@ class Engine:
         module = await asyncio.to_thread(importlib.import_module, "pi_memory_bridge.app")
         sidecar: Sidecar = module.Sidecar(env=self.env, notify=self.notify)
         sidecar.log_file = self.log_file
-        await sidecar.start(hs.loaded, hs.agent_dir)
+        await sidecar.start(hs.loaded, hs.agent_dir, hs.cwd)
         if self.notify is not None:
             await self.notify(sidecar.footer())
         return sidecar

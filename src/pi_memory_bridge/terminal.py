@@ -145,3 +145,11 @@ async def _outbox(args: str, ask: Ask) -> int:
 
 def outbox(args: str, ask: Ask = input) -> int:
     return asyncio.run(_outbox(args, ask))
+
+
+def setup(ask: Ask = input) -> int:
+    from pi_memory_bridge.commands.setup import SetupDeps, setup_flow
+
+    deps = SetupDeps(agent_dir=default_agent_dir(os.environ), cwd=Path.cwd(), env=os.environ)
+    step = asyncio.run(run_flow(setup_flow(deps, has_ui=True), ask))
+    return 0 if step.level == "info" else 1

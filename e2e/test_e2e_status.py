@@ -5,6 +5,8 @@ from __future__ import annotations
 import os
 from datetime import UTC, datetime
 
+import pytest
+
 from bridge import SHIM, data_dir, use_bridge
 from harness import PiEnv, ScriptedDialogs
 from pi_memory_bridge.backends.base import ConversationTurn
@@ -57,3 +59,23 @@ def test_a_dead_letter_is_shown_with_its_fix(pi_env: PiEnv) -> None:
     assert "1 dead" in report
     assert "1 capture record(s) were rejected by the backend" in report
     assert "/tdai-memory-outbox list dead" in report
+
+
+def test_a_missing_sdk_is_named_with_the_install_command(pi_env: PiEnv) -> None:
+    from pi_memory_bridge.backends.memorycore import sdk_available
+
+    if sdk_available():
+        pytest.skip("the MemoryCore SDK is installed here; this checks the report when it is not (as in CI)")
+    use_bridge(
+        pi_env,
+        config={
+            "backend": "memorycore",
+            "memorycore": {"endpoint": "http://127.0.0.1:9", "teamId": "t", "agentId": "a", "userId": "u"},
+        },
+    )
+    pi_env.extra_env["TDAI_MEMORY_GATEWAY_API_KEY"] = "synthetic-gateway-key-for-tests"
+    report, footer = _status(pi_env)
+    assert "the MemoryCore SDK is not installed" in report
+    assert "pip install" in report and "tencentdb-agent-memory-sdk-python-v2" in report
+    assert "backend:      memorycore - unavailable" in report
+    assert footer.startswith("memory:")

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
-from bridge import SHIM, stored_turns, use_bridge
+import os
+
+from bridge import SHIM, data_dir, stored_turns, use_bridge
 from harness import FakeModel, PiEnv, ScriptedDialogs, TextReply
+from pi_memory_bridge.outbox import Outbox
 
 SECRET = "sk-proj-" + "Zx9Yw8Vu7Ts6Rq5Po4Nm3Lk2Ji1Hg0FeDcBa98"
 
@@ -60,3 +63,25 @@ def test_forget_in_print_mode_deletes_nothing(pi_env: PiEnv, fake_model: FakeMod
     assert run.returncode == 0
     assert "nothing was deleted" in run.stderr
     assert len(_billing_rows(pi_env)) == 2
+
+
+def test_forget_removes_a_turn_still_waiting_in_the_outbox(pi_env: PiEnv, fake_model: FakeModel) -> None:
+    use_bridge(pi_env)
+    data_dir(pi_env).mkdir(parents=True, exist_ok=True)
+    (data_dir(pi_env) / "memory.sqlite3").write_bytes(os.urandom(16 * 1024))  # the store is down
+    fake_model.script(TextReply("noted"))
+    assert pi_env.run_print(["the payroll export runs at 3am"], extensions=[SHIM]).returncode == 0
+    with Outbox.open(data_dir(pi_env)) as box:
+        assert box.counts().waiting == 1  # captured, waiting for the store to come back
+
+    rpc = pi_env.start_rpc(
+        extensions=[SHIM], dialogs=ScriptedDialogs().select("Delete all of them").confirm(True)
+    )
+    rpc.prompt_and_settle("/tdai-memory-forget payroll")
+    rpc.wait_until(lambda: any("deleted " in n.message for n in rpc.ui.notifications), timeout=15)
+    preview = next(n.message for n in rpc.ui.notifications if "match" in n.message)
+    assert "[outbox" in preview and "payroll export" in preview
+    assert "memory store unavailable" in preview and "damaged" in preview  # the failure is said
+    assert rpc.close() == 0
+    with Outbox.open(data_dir(pi_env)) as box:
+        assert box.counts().waiting == 0

@@ -12,13 +12,13 @@ import logging
 import os
 import time
 from collections import Counter
-from collections.abc import Callable, Coroutine, Mapping
+from collections.abc import Callable, Coroutine, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from pi_memory_bridge._version import PROTOCOL_VERSION, __version__
-from pi_memory_bridge.backends.base import BackendError, MemoryBackend
+from pi_memory_bridge.backends.base import BackendError, ConversationTurn, MemoryBackend
 from pi_memory_bridge.backends.factory import open_backend
 from pi_memory_bridge.capture import CaptureSink, DirectSink, prepare_capture
 from pi_memory_bridge.commands.flows import Flow, FlowRegistry, UnknownFlow, done
@@ -335,6 +335,7 @@ class Sidecar:
                 captured=0, skipped=skipped, reasons=reasons, status_text="memory: capture failed"
             )
         stats.captured += len(prepared.turns)
+        self._capture_skills(prepared.turns)
         verb = "queued" if self.delivery is not None else "captured"
         return TurnSettledResult(
             captured=len(prepared.turns),
@@ -342,6 +343,32 @@ class Sidecar:
             reasons=reasons,
             status_text=f"memory: {verb} {len(prepared.turns)}",
         )
+
+    def _capture_skills(self, turns: Sequence[ConversationTurn]) -> None:
+        """Tool-heavy turns go to MemoryCore's skill capture, at most once, in the background."""
+        cfg = self.loaded.config if self.loaded is not None else None
+        backend = self.backend
+        if cfg is None or not (cfg.skills.enabled and cfg.skills.capture) or self.agent_dir is None:
+            return
+        if not any(t.tools for t in turns):
+            return
+        from pi_memory_bridge.backends.memorycore import MemoryCoreBackend
+        from pi_memory_bridge.skills import MemoryCoreSkillCapture, SkillCaptureLedger
+
+        if not isinstance(backend, MemoryCoreBackend):
+            return
+        ledger = SkillCaptureLedger(data_dir(self.agent_dir) / "skill-capture")
+
+        async def send() -> None:
+            try:
+                results = await ledger.send(MemoryCoreSkillCapture.from_backend(backend), list(turns))
+                log.info("skill capture: %s", ", ".join(f"{r.turn_id[:8]} {r.outcome}" for r in results))
+            except Exception:  # background work: never let it escape, but say so
+                log.exception("skill capture failed")
+
+        task = asyncio.get_running_loop().create_task(send())
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
 
     # ---- tools --------------------------------------------------------------------------------
 
@@ -358,11 +385,31 @@ class Sidecar:
                 text, details = await memory_search(backend, p.arguments)
             elif p.name == "tdai_conversation_search":
                 text, details = await conversation_search(backend, p.arguments)
-            else:
+            elif p.name == "tdai_memory_save":
                 text, details = await memory_save(backend, p.arguments, source="model")
+            else:
+                text, details = await self._skill_tool(backend, p)
         except ToolFailure as exc:
             return ToolCallResult(text=str(exc), details={}, is_error=True)
         return ToolCallResult(text=text, details=details)
+
+    async def _skill_tool(self, backend: MemoryBackend, p: ToolCallParams) -> tuple[str, dict[str, Any]]:
+        from pi_memory_bridge.skills import skill_read, skill_search
+
+        if self.loaded is None or not self.loaded.config.skills.enabled:
+            raise ToolFailure(
+                "skills are turned off (skills.enabled in the memory-bridge config); continue without"
+            )
+        if p.name == "tdai_skill_search":
+            return await skill_search(backend, p.arguments)
+        return await skill_read(backend, self._skill_source(backend), p.arguments)
+
+    @staticmethod
+    def _skill_source(backend: MemoryBackend | None) -> Any:
+        from pi_memory_bridge.backends.memorycore import MemoryCoreBackend
+        from pi_memory_bridge.skills import MemoryCoreSkillSource
+
+        return MemoryCoreSkillSource.from_backend(backend) if isinstance(backend, MemoryCoreBackend) else None
 
     # ---- commands -----------------------------------------------------------------------------
 
@@ -373,6 +420,7 @@ class Sidecar:
             "forget": self._forget_flow,
             "outbox": self._outbox_flow,
             "setup": self._setup_flow,
+            "sync-skills": self._sync_skills_flow,
         }
         make = flows.get(p.name)
         if make is None:
@@ -401,6 +449,21 @@ class Sidecar:
             else None,
         )
         return forget_flow(deps, p.args, has_ui=p.has_ui)
+
+    def _sync_skills_flow(self, p: CommandRunParams) -> Flow:
+        from pi_memory_bridge.skills import SyncDeps, sync_skills_flow
+
+        source = self._skill_source(self.backend)
+        if source is None:
+            problem = (
+                f"skills need the memorycore backend (this one is {self.loaded.config.backend})"
+                if self.loaded is not None and self.backend is not None
+                else f"the memory backend is unavailable ({self.backend_error or self.footer()})"
+            )
+        else:
+            problem = ""
+        agent_dir = self.agent_dir or default_agent_dir(self._env)
+        return sync_skills_flow(SyncDeps(source, problem, agent_dir / "skills"), p.args, has_ui=p.has_ui)
 
     def _setup_flow(self, p: CommandRunParams) -> Flow:
         from pi_memory_bridge.commands.setup import SetupDeps, setup_flow

@@ -162,7 +162,13 @@ class TurnSettledResult(WireModel):
 
 # ---- tools ------------------------------------------------------------------------------------
 
-ToolName = Literal["tdai_memory_search", "tdai_conversation_search", "tdai_memory_save"]
+ToolName = Literal[
+    "tdai_memory_search",
+    "tdai_conversation_search",
+    "tdai_memory_save",
+    "tdai_skill_search",
+    "tdai_skill_read",
+]
 
 
 class ToolCallParams(WireModel):

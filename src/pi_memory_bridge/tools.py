@@ -19,21 +19,24 @@ class ToolFailure(Exception):
     """A tool call the model should see as an error (bad arguments, store down)."""
 
 
-class _Args(BaseModel):
+class ToolArgs(BaseModel):
+    """Base of every tool's arguments: unknown keys refused, strings stripped."""
+
     model_config = ConfigDict(extra="forbid", str_strip_whitespace=True)
 
 
-class SearchArgs(_Args):
+class SearchArgs(ToolArgs):
     query: str = Field(min_length=1, max_length=2000)
     limit: int = Field(default=5, ge=1, le=20)
 
 
-class SaveArgs(_Args):
+class SaveArgs(ToolArgs):
     content: str = Field(min_length=3, max_length=2000)
     type: AtomicType = AtomicType.PREFERENCE
 
 
-def _parse(model: type[_Args], arguments: dict[str, Any]) -> Any:
+def parse_args(model: type[ToolArgs], arguments: dict[str, Any]) -> Any:
+    """Validated arguments, or a `ToolFailure` the model can read and correct."""
     try:
         return model.model_validate(arguments)
     except ValidationError as exc:
@@ -56,7 +59,7 @@ def _line(label: str, text: str) -> str:
 
 
 async def memory_search(backend: MemoryBackend, arguments: dict[str, Any]) -> tuple[str, dict[str, Any]]:
-    args: SearchArgs = _parse(SearchArgs, arguments)
+    args: SearchArgs = parse_args(SearchArgs, arguments)
     if Capability.L1_SEARCH not in backend.capabilities:
         raise ToolFailure(f"the {backend.name} backend has no structured memory search")
     try:
@@ -71,7 +74,7 @@ async def memory_search(backend: MemoryBackend, arguments: dict[str, Any]) -> tu
 async def conversation_search(
     backend: MemoryBackend, arguments: dict[str, Any]
 ) -> tuple[str, dict[str, Any]]:
-    args: SearchArgs = _parse(SearchArgs, arguments)
+    args: SearchArgs = parse_args(SearchArgs, arguments)
     if Capability.L0_SEARCH not in backend.capabilities:
         raise ToolFailure(f"the {backend.name} backend has no conversation search")
     try:
@@ -90,7 +93,7 @@ async def conversation_search(
 async def memory_save(
     backend: MemoryBackend, arguments: dict[str, Any], *, source: str
 ) -> tuple[str, dict[str, Any]]:
-    args: SaveArgs = _parse(SaveArgs, arguments)
+    args: SaveArgs = parse_args(SaveArgs, arguments)
     if Capability.L1_SAVE not in backend.capabilities:
         raise ToolFailure(f"the {backend.name} backend does not accept saved memories")
     redacted = redact_text(args.content)

@@ -20,6 +20,7 @@ from pi_memory_bridge.backends.base import (
     BackendRejected,
     BackendUnavailable,
 )
+from pi_memory_bridge.sqlite_faults import classify
 
 
 class OutboxError(BackendError):
@@ -43,34 +44,20 @@ class OutboxInvalidTurn(OutboxError, BackendRejected):
     """A turn that cannot be queued (e.g. an empty turn id); nothing of the batch was queued."""
 
 
-# Primary result codes (the low byte of an extended code), from sqlite3.h.
-_SQLITE_PERM = 3
-_SQLITE_BUSY = 5
-_SQLITE_LOCKED = 6
-_SQLITE_READONLY = 8
-_SQLITE_IOERR = 10
-_SQLITE_CORRUPT = 11
-_SQLITE_FULL = 13
-_SQLITE_CANTOPEN = 14
-_SQLITE_AUTH = 23
-_SQLITE_NOTADB = 26
-
-
 def translate(exc: sqlite3.Error, db_path: Path, action: str) -> OutboxError:
     """The outbox error for `exc`, raised while doing `action` on the outbox at `db_path`."""
-    code = getattr(exc, "sqlite_errorcode", None)
-    primary = code & 0xFF if isinstance(code, int) else None
     what = f"capture outbox {db_path}: {action} failed: {exc}"
-    if primary in (_SQLITE_BUSY, _SQLITE_LOCKED):
+    fault = classify(exc)
+    if fault == "busy":
         return OutboxUnavailable(f"{what} (another process holds the outbox lock; retry later)")
-    if primary in (_SQLITE_CORRUPT, _SQLITE_NOTADB) or "malformed" in str(exc).lower():
+    if fault == "corrupt":
         return OutboxCorrupt(
             f"{what} (the outbox file is damaged; stop every Pi session, then move {db_path.name} "
             "and its -wal/-shm files away to start an empty outbox)"
         )
-    if primary in (_SQLITE_READONLY, _SQLITE_PERM, _SQLITE_CANTOPEN, _SQLITE_AUTH):
+    if fault == "denied":
         return OutboxConfigError(f"{what} (check that the directory exists and is writable)")
-    if primary in (_SQLITE_IOERR, _SQLITE_FULL):
+    if fault == "io":
         return OutboxUnavailable(f"{what} (disk or file system error; retry later)")
     return OutboxUnavailable(what)
 

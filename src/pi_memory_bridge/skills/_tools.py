@@ -10,14 +10,14 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import Field, field_validator
 
 from pi_memory_bridge.backends.base import BackendError, Capability, MemoryBackend
 from pi_memory_bridge.recall.boundary import escape_field, escape_label
 from pi_memory_bridge.redact import redact_text
 from pi_memory_bridge.skills._bundle import SKILL_FILE, resource_path_problem
 from pi_memory_bridge.skills._source import SkillSource
-from pi_memory_bridge.tools import MAX_TOOL_TEXT, ToolFailure, wrap_untrusted
+from pi_memory_bridge.tools import MAX_TOOL_TEXT, ToolArgs, ToolFailure, parse_args, wrap_untrusted
 
 SKILL_SEARCH_TOOL = "tdai_skill_search"
 SKILL_READ_TOOL = "tdai_skill_read"
@@ -26,16 +26,12 @@ _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
 _SKILL_ID = re.compile(r"^[A-Za-z0-9._:-]{1,128}$")
 
 
-class _Args(BaseModel):
-    model_config = ConfigDict(extra="forbid", str_strip_whitespace=True)
-
-
-class SkillSearchArgs(_Args):
+class SkillSearchArgs(ToolArgs):
     query: str = Field(min_length=1, max_length=2000)
     top_k: int = Field(default=5, ge=1, le=20)
 
 
-class SkillReadArgs(_Args):
+class SkillReadArgs(ToolArgs):
     skill_id: str = Field(min_length=1, max_length=256)
     path: str | None = Field(default=None, max_length=512)
 
@@ -61,16 +57,6 @@ class SkillReadArgs(_Args):
         return value
 
 
-def _parse(model: type[_Args], arguments: dict[str, Any]) -> Any:
-    try:
-        return model.model_validate(arguments)
-    except ValidationError as exc:
-        problems = "; ".join(
-            f"{'.'.join(map(str, e['loc'])) or 'arguments'}: {e['msg']}" for e in exc.errors()
-        )
-        raise ToolFailure(f"invalid arguments: {problems}") from None
-
-
 def _clean(text: str) -> str:
     return escape_field(redact_text(text.strip()).text)
 
@@ -87,7 +73,7 @@ def _no_skills(backend_name: str) -> ToolFailure:
 
 
 async def skill_search(backend: MemoryBackend, arguments: dict[str, Any]) -> tuple[str, dict[str, Any]]:
-    args: SkillSearchArgs = _parse(SkillSearchArgs, arguments)
+    args: SkillSearchArgs = parse_args(SkillSearchArgs, arguments)
     if Capability.SKILLS not in backend.capabilities:
         raise _no_skills(backend.name)
     try:
@@ -112,7 +98,7 @@ async def skill_search(backend: MemoryBackend, arguments: dict[str, Any]) -> tup
 async def skill_read(
     backend: MemoryBackend, source: SkillSource | None, arguments: dict[str, Any]
 ) -> tuple[str, dict[str, Any]]:
-    args: SkillReadArgs = _parse(SkillReadArgs, arguments)
+    args: SkillReadArgs = parse_args(SkillReadArgs, arguments)
     if source is None or Capability.SKILLS not in backend.capabilities:
         raise _no_skills(backend.name)
     details: dict[str, Any] = {"skill_id": args.skill_id, "path": args.path or SKILL_FILE}

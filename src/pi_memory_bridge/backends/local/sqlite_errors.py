@@ -13,37 +13,23 @@ from pi_memory_bridge.backends.base import (
     BackendError,
     BackendUnavailable,
 )
-
-# Primary result codes (the low byte of an extended code), from sqlite3.h.
-_SQLITE_PERM = 3
-_SQLITE_BUSY = 5
-_SQLITE_LOCKED = 6
-_SQLITE_READONLY = 8
-_SQLITE_IOERR = 10
-_SQLITE_CORRUPT = 11
-_SQLITE_FULL = 13
-_SQLITE_CANTOPEN = 14
-_SQLITE_AUTH = 23
-_SQLITE_NOTADB = 26
-
-_CORRUPT_HINTS = ("malformed", "not a database", "no such table", "no such column", "corrupt")
+from pi_memory_bridge.sqlite_faults import classify
 
 
 def translate(exc: sqlite3.Error, db_path: Path, action: str) -> BackendError:
     """The backend error for `exc`, raised while doing `action` on the store at `db_path`."""
-    code = getattr(exc, "sqlite_errorcode", None)
-    primary = code & 0xFF if isinstance(code, int) else None
     what = f"local memory store {db_path}: {action} failed: {exc}"
-    if primary in (_SQLITE_BUSY, _SQLITE_LOCKED):
+    fault = classify(exc)
+    if fault == "busy":
         return BackendUnavailable(f"{what} (another process holds the database lock; retry later)")
-    if primary in (_SQLITE_CORRUPT, _SQLITE_NOTADB) or any(h in str(exc).lower() for h in _CORRUPT_HINTS):
+    if fault == "corrupt":
         return BackendCorrupt(
             f"{what} (the database file is damaged; move {db_path.name} and its -wal/-shm files "
             "away to start a fresh store)"
         )
-    if primary in (_SQLITE_READONLY, _SQLITE_PERM, _SQLITE_CANTOPEN, _SQLITE_AUTH):
+    if fault == "denied":
         return BackendConfigError(f"{what} (check that the directory exists and is writable)")
-    if primary in (_SQLITE_IOERR, _SQLITE_FULL):
+    if fault == "io":
         return BackendUnavailable(f"{what} (disk or file system error; retry later)")
     return BackendUnavailable(what)
 

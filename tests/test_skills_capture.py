@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import json
+import subprocess
+import sys
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -10,7 +13,7 @@ import pytest
 
 from memorycore_fake import fake_sdk_bindings
 from pi_memory_bridge.backends.base import ConversationTurn, ToolEvidence
-from pi_memory_bridge.skills import MemoryCoreSkillCapture, SkillCaptureLedger, skill_messages
+from pi_memory_bridge.skills import CaptureResult, MemoryCoreSkillCapture, SkillCaptureLedger, skill_messages
 from pi_memory_bridge.skills._capture import MAX_MESSAGES, SENT_MEMORY_S
 from skill_fake import FakeCaptureClient, backend_with
 
@@ -109,3 +112,46 @@ async def test_two_processes_racing_send_once(tmp_path: Path) -> None:
     # and after the winner settled, a late one still sees the claim
     [late] = await SkillCaptureLedger(tmp_path).send(capture(client), [turn()])
     assert late.outcome == "duplicate" and client.calls == 1
+
+
+async def test_a_turn_recorded_but_never_sent_goes_out_on_the_next_start(tmp_path: Path) -> None:
+    client = FakeCaptureClient()
+    crashed = SkillCaptureLedger(tmp_path)
+    assert crashed.record([turn()]) == 1  # the process died right after the turn settled
+    restarted = SkillCaptureLedger(tmp_path)
+    assert restarted.recover() == []
+    [result] = await restarted.send_pending(capture(client))
+    assert result.outcome == "sent" and client.calls == 1
+    assert await restarted.send_pending(capture(client)) == [CaptureResult("turn-1", "duplicate", "sent")]
+
+
+async def test_a_claim_of_a_dead_process_before_the_request_is_released(tmp_path: Path) -> None:
+    client = FakeCaptureClient()
+    ledger = SkillCaptureLedger(tmp_path)
+    ledger.record([turn()])
+    claim = ledger._claim("turn-1", "mem-session")
+    assert claim is not None
+    claim.write_text(json.dumps({"turn_id": "turn-1", "session_id": "mem-session", "pid": _dead_pid()}))
+    assert ledger.recover() == ["turn-1"]
+    [result] = await ledger.send_pending(capture(client))
+    assert result.outcome == "sent" and client.calls == 1
+
+
+async def test_a_crash_during_the_request_is_uncertain_and_never_resent(tmp_path: Path) -> None:
+    client = FakeCaptureClient()
+    ledger = SkillCaptureLedger(tmp_path)
+    ledger.record([turn()])
+    claim = ledger._claim("turn-1", "mem-session")
+    assert claim is not None
+    claim.with_suffix(".sending").write_text("")
+    claim.write_text(json.dumps({"turn_id": "turn-1", "session_id": "mem-session", "pid": _dead_pid()}))
+    assert ledger.recover() == []
+    assert ledger.state("turn-1") == "uncertain"
+    [result] = await ledger.send_pending(capture(client))
+    assert result.outcome == "duplicate" and client.calls == 0
+
+
+def _dead_pid() -> int:
+    proc = subprocess.Popen([sys.executable, "-c", "pass"])
+    proc.wait()
+    return proc.pid

@@ -194,6 +194,12 @@ class Sidecar:
             return
         self.backend = backend
         self.backend_error = None
+        capture = self._skill_capture()
+        if capture is not None:  # what a crashed process recorded but never sent goes out now
+            released = await asyncio.to_thread(capture[0].recover)
+            if released:
+                log.info("skill capture: %d turn(s) never sent before a restart are sent now", len(released))
+            self._send_skill_captures(*capture)
         if self.delivery is not None:
             self.delivery.attach_backend(backend)
         else:
@@ -344,25 +350,35 @@ class Sidecar:
             status_text=f"memory: {verb} {len(prepared.turns)}",
         )
 
-    def _capture_skills(self, turns: Sequence[ConversationTurn]) -> None:
-        """Tool-heavy turns go to MemoryCore's skill capture, at most once, in the background."""
+    def _skill_capture(self) -> tuple[Any, Any] | None:
+        """The ledger and the capture API when tool-heavy turns should go to skill capture."""
         cfg = self.loaded.config if self.loaded is not None else None
-        backend = self.backend
         if cfg is None or not (cfg.skills.enabled and cfg.skills.capture) or self.agent_dir is None:
-            return
-        if not any(t.tools for t in turns):
-            return
+            return None
         from pi_memory_bridge.backends.memorycore import MemoryCoreBackend
         from pi_memory_bridge.skills import MemoryCoreSkillCapture, SkillCaptureLedger
 
-        if not isinstance(backend, MemoryCoreBackend):
-            return
+        if not isinstance(self.backend, MemoryCoreBackend):
+            return None
         ledger = SkillCaptureLedger(data_dir(self.agent_dir) / "skill-capture")
+        return ledger, MemoryCoreSkillCapture.from_backend(self.backend)
 
+    def _capture_skills(self, turns: Sequence[ConversationTurn]) -> None:
+        """Tool-heavy turns go to MemoryCore's skill capture, at most once: recorded durably now,
+        sent in the background."""
+        capture = self._skill_capture()
+        if capture is None or not any(t.tools for t in turns):
+            return
+        ledger, api = capture
+        ledger.record(turns)
+        self._send_skill_captures(ledger, api)
+
+    def _send_skill_captures(self, ledger: Any, api: Any) -> None:
         async def send() -> None:
             try:
-                results = await ledger.send(MemoryCoreSkillCapture.from_backend(backend), list(turns))
-                log.info("skill capture: %s", ", ".join(f"{r.turn_id[:8]} {r.outcome}" for r in results))
+                results = await ledger.send_pending(api)
+                if results:
+                    log.info("skill capture: %s", ", ".join(f"{r.turn_id[:8]} {r.outcome}" for r in results))
             except Exception:  # background work: never let it escape, but say so
                 log.exception("skill capture failed")
 

@@ -98,7 +98,15 @@ class CaptureResult:
 
 
 class SkillCaptureLedger:
-    """The claim files under `directory` (mode 0700) that make sends at-most-once."""
+    """Files under `directory` (mode 0700) that make skill capture at-most-once and crash-safe.
+
+    Per turn, in order: `.pending` (the messages, fsynced when the turn settles), `.claim`
+    (O_EXCL: one process owns the send), `.sending` (fsynced just before the request), then the
+    outcome `.sent`, `.dead` or `.uncertain`. After a crash, `recover()` tells the cases apart: a
+    claim whose owner is gone and that never reached `.sending` was never sent, so it is released
+    and sent again; one that reached `.sending` may have been buffered by the server, which
+    accumulates, so it is marked uncertain and never resent automatically.
+    """
 
     def __init__(self, directory: Path) -> None:
         self.directory = directory
@@ -108,25 +116,59 @@ class SkillCaptureLedger:
 
     def state(self, turn_id: str) -> str | None:
         base = self._base(turn_id)
-        for suffix in (".sent", ".dead", ".uncertain", ".claim"):
+        for suffix in (".sent", ".dead", ".uncertain", ".sending", ".claim", ".pending"):
             if base.with_suffix(suffix).exists():
                 return suffix[1:]
         return None
 
+    def record(self, turns: Sequence[ConversationTurn]) -> int:
+        """Durably note the turns to send (before anything is sent); returns how many are new."""
+        self.directory.mkdir(mode=0o700, parents=True, exist_ok=True)
+        added = 0
+        for turn in turns:
+            messages = skill_messages(turn)
+            if not messages or self.state(turn.turn_id) is not None:
+                continue
+            body = {"turn_id": turn.turn_id, "session_id": turn.memory_session_id, "messages": messages}
+            _write_durably(self._base(turn.turn_id).with_suffix(".pending"), json.dumps(body))
+            added += 1
+        return added
+
+    def recover(self) -> list[str]:
+        """Resolve claims left by a crashed process; returns the turn ids released for resending."""
+        released: list[str] = []
+        if not self.directory.is_dir():
+            return released
+        for claim in self.directory.glob("*.claim"):
+            if any(claim.with_suffix(x).exists() for x in (".sent", ".dead", ".uncertain")):
+                continue
+            try:
+                owner = json.loads(claim.read_text(encoding="utf-8"))
+            except (OSError, ValueError):
+                continue
+            if _alive(owner.get("pid")):
+                continue
+            if claim.with_suffix(".sending").exists():
+                self._settle(claim, ".uncertain", "the sending process stopped mid-request")
+            else:
+                claim.unlink(missing_ok=True)  # never sent: the pending record goes out again
+                released.append(str(owner.get("turn_id", "")))
+        return released
+
     def _claim(self, turn_id: str, session_id: str) -> Path | None:
         self.directory.mkdir(mode=0o700, parents=True, exist_ok=True)
-        base = self._base(turn_id)
-        if self.state(turn_id) is not None:
-            return None
-        claim = base.with_suffix(".claim")
+        claim = self._base(turn_id).with_suffix(".claim")
         try:
             fd = os.open(claim, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
         except FileExistsError:
             return None  # another process claimed it first
+        owner = {"turn_id": turn_id, "session_id": session_id, "claimed_at": time.time(), "pid": os.getpid()}
         with os.fdopen(fd, "w", encoding="utf-8") as out:
-            json.dump({"turn_id": turn_id, "session_id": session_id, "claimed_at": time.time()}, out)
+            json.dump(owner, out)
             out.flush()
             os.fsync(out.fileno())
+        if any(claim.with_suffix(x).exists() for x in (".sent", ".dead", ".uncertain", ".sending")):
+            return None  # settled earlier (the claim is what remains of it): never again
         return claim
 
     def _settle(self, claim: Path, suffix: str, detail: str) -> None:
@@ -140,33 +182,81 @@ class SkillCaptureLedger:
         for path in self.directory.glob("*.sent"):
             with contextlib.suppress(FileNotFoundError):
                 if path.stat().st_mtime < cutoff:
-                    path.with_suffix(".claim").unlink(missing_ok=True)
+                    for suffix in (".pending", ".claim", ".sending"):
+                        path.with_suffix(suffix).unlink(missing_ok=True)
                     path.unlink()
                     removed += 1
         return removed
 
     async def send(self, api: SkillCaptureApi, turns: Sequence[ConversationTurn]) -> list[CaptureResult]:
+        """Record the turns, then send them (the two steps the sidecar runs apart)."""
         results: list[CaptureResult] = []
         for turn in turns:
-            messages = skill_messages(turn)
-            if not messages:
+            if not skill_messages(turn):
                 results.append(CaptureResult(turn.turn_id, "skipped", "no successful tool call"))
                 continue
-            claim = self._claim(turn.turn_id, turn.memory_session_id)
-            if claim is None:
-                results.append(CaptureResult(turn.turn_id, "duplicate", self.state(turn.turn_id) or ""))
+            known = self.state(turn.turn_id)
+            if known not in (None, "pending"):
+                results.append(CaptureResult(turn.turn_id, "duplicate", known or ""))
                 continue
-            try:
-                response = await api.conversation_add(turn.memory_session_id, messages)
-            except BackendRejected as exc:
-                self._settle(claim, ".dead", str(exc))
-                results.append(CaptureResult(turn.turn_id, "dead", str(exc)))
-                continue
-            except BackendError as exc:  # 408/429/5xx/timeouts: it may have been buffered
-                self._settle(claim, ".uncertain", str(exc))
-                results.append(CaptureResult(turn.turn_id, "uncertain", str(exc)))
-                continue
-            self._settle(claim, ".sent", "")
-            archived = isinstance(response, dict) and response.get("status") == "archived"
-            results.append(CaptureResult(turn.turn_id, "archived" if archived else "sent"))
+            self.record([turn])
+            results.append(await self._send_one(api, self._base(turn.turn_id).with_suffix(".pending")))
         return results
+
+    async def send_pending(self, api: SkillCaptureApi) -> list[CaptureResult]:
+        """Send every recorded turn nobody has claimed yet (at start-up, after `recover`)."""
+        if not self.directory.is_dir():
+            return []
+        return [await self._send_one(api, pending) for pending in sorted(self.directory.glob("*.pending"))]
+
+    async def _send_one(self, api: SkillCaptureApi, pending: Path) -> CaptureResult:
+        try:
+            turn_id, session_id, messages = _load_pending(pending)
+        except (OSError, ValueError, KeyError, TypeError) as exc:
+            return CaptureResult(pending.stem, "dead", f"unreadable pending record: {exc}")
+        claim = self._claim(turn_id, session_id)
+        if claim is None:
+            return CaptureResult(turn_id, "duplicate", self.state(turn_id) or "")
+        _write_durably(claim.with_suffix(".sending"), "")
+        try:
+            response = await api.conversation_add(session_id, messages)
+        except BackendRejected as exc:
+            self._settle(claim, ".dead", str(exc))
+            return CaptureResult(turn_id, "dead", str(exc))
+        except BackendError as exc:  # 408/429/5xx/timeouts: it may have been buffered
+            self._settle(claim, ".uncertain", str(exc))
+            return CaptureResult(turn_id, "uncertain", str(exc))
+        self._settle(claim, ".sent", "")
+        archived = isinstance(response, dict) and response.get("status") == "archived"
+        return CaptureResult(turn_id, "archived" if archived else "sent")
+
+
+def _load_pending(pending: Path) -> tuple[str, str, list[JsonDict]]:
+    body = json.loads(pending.read_text(encoding="utf-8"))
+    return str(body["turn_id"]), str(body["session_id"]), list(body["messages"])
+
+
+def _write_durably(path: Path, text: str) -> None:
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    with open(tmp, "w", encoding="utf-8") as out:
+        out.write(text)
+        out.flush()
+        os.fsync(out.fileno())
+    os.replace(tmp, path)
+    dir_fd = os.open(path.parent, os.O_RDONLY)
+    try:
+        os.fsync(dir_fd)
+    finally:
+        os.close(dir_fd)
+
+
+def _alive(pid: object) -> bool:
+    if not isinstance(pid, int) or pid <= 0:
+        return False  # an old claim without an owner: treat as gone
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True

@@ -75,8 +75,10 @@ def shim_side(agent_dir: Path, queries: list[str]) -> list[float]:
         msg = {"jsonrpc": "2.0", "id": i, "method": method, "params": params}
         proc.stdin.write(json.dumps(msg).encode() + b"\n")
         proc.stdin.flush()
-        reply: dict[str, object] = json.loads(proc.stdout.readline())
-        return reply
+        while True:  # skip notifications (status/changed) until the answer comes
+            reply: dict[str, object] = json.loads(proc.stdout.readline())
+            if "id" in reply:
+                return reply
 
     call(0, "initialize", {"protocolVersion": "1.0", "client": {"name": "bench", "version": "0"}, "cwd": "/"})
     out: list[float] = []

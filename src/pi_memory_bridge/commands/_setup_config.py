@@ -15,9 +15,13 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
-from pi_memory_bridge.config import BridgeConfig, MemoryCoreSettings, global_config_path
-from pi_memory_bridge.config._jsonfile import read_json_object
-from pi_memory_bridge.config._problems import problems_from_validation
+from pi_memory_bridge.config import (
+    BridgeConfig,
+    MemoryCoreSettings,
+    global_config_path,
+    problems_from_validation,
+    read_json_object,
+)
 
 
 @dataclass(frozen=True, slots=True)

@@ -14,8 +14,7 @@ from typing import Any, Protocol, TypeVar, cast
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError
 
 from pi_memory_bridge.backends.base import BackendConfigError, BackendUnavailable
-from pi_memory_bridge.backends.memorycore import SdkBindings
-from pi_memory_bridge.backends.memorycore._errors import call_sdk
+from pi_memory_bridge.backends.memorycore import SdkBindings, call_sdk
 
 JsonDict = dict[str, Any]
 PAGE_SIZE = 100

@@ -28,9 +28,13 @@ from pi_memory_bridge.backends.memorycore import (
 from pi_memory_bridge.commands._setup_config import ExistingConfig, merged_config, preview, read_existing
 from pi_memory_bridge.commands._setup_directory import Agent, Directory, Team, VerifiedUser
 from pi_memory_bridge.commands.flows import Answer, Flow, done
-from pi_memory_bridge.config import MemoryCoreSettings, endpoint_problem, write_global_config
-from pi_memory_bridge.config._keyfile import read_key_file
-from pi_memory_bridge.config._paths import expand_home
+from pi_memory_bridge.config import (
+    MemoryCoreSettings,
+    endpoint_problem,
+    expand_home,
+    read_key_file,
+    write_global_config,
+)
 from pi_memory_bridge.protocol import CommandStep
 from pi_memory_bridge.redact import redact_text
 

@@ -11,8 +11,8 @@ returned config is the safe one to run with (see `_loader` for what "safe" means
 """
 
 from pi_memory_bridge.config._endpoint import endpoint_problem, is_loopback_host
-from pi_memory_bridge.config._jsonfile import MAX_CONFIG_FILE_BYTES
-from pi_memory_bridge.config._keyfile import MAX_KEY_FILE_BYTES
+from pi_memory_bridge.config._jsonfile import MAX_CONFIG_FILE_BYTES, read_json_object
+from pi_memory_bridge.config._keyfile import MAX_KEY_FILE_BYTES, read_key_file
 from pi_memory_bridge.config._loader import LoadedConfig, Secrets, load_config
 from pi_memory_bridge.config._models import (
     SCHEMA_VERSION,
@@ -25,10 +25,11 @@ from pi_memory_bridge.config._models import (
 from pi_memory_bridge.config._paths import (
     data_dir,
     default_agent_dir,
+    expand_home,
     global_config_path,
     project_config_path,
 )
-from pi_memory_bridge.config._problems import ConfigProblem, ConfigSource
+from pi_memory_bridge.config._problems import ConfigProblem, ConfigSource, problems_from_validation
 from pi_memory_bridge.config._writer import write_global_config
 
 __all__ = [
@@ -47,9 +48,13 @@ __all__ = [
     "data_dir",
     "default_agent_dir",
     "endpoint_problem",
+    "expand_home",
     "global_config_path",
     "is_loopback_host",
     "load_config",
+    "problems_from_validation",
     "project_config_path",
+    "read_json_object",
+    "read_key_file",
     "write_global_config",
 ]

@@ -41,7 +41,8 @@ async def fetch_l0(backend: MemoryBackend, q: LayerQuery) -> list[RecallItem]:
     for hit in hits:
         if round(hit.created_at.timestamp() * 1000) in q.live_user_timestamps:
             continue  # already in the model's context
-        text = f"user: {hit.user_text.strip()}\nassistant: {hit.assistant_text.strip()}"
+        sides = (("user", hit.user_text.strip()), ("assistant", hit.assistant_text.strip()))
+        text = "\n".join(f"{role}: {said}" for role, said in sides if said)
         label = hit.created_at.strftime("%Y-%m-%d")
         item = make_item(Layer.L0, label, text)
         if item is not None:

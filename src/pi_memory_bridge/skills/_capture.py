@@ -25,8 +25,7 @@ from pathlib import Path
 from typing import Any, Literal, Protocol
 
 from pi_memory_bridge.backends.base import BackendError, BackendRejected, ConversationTurn
-from pi_memory_bridge.backends.memorycore import MemoryCoreBackend, SdkBindings
-from pi_memory_bridge.backends.memorycore._errors import call_sdk
+from pi_memory_bridge.backends.memorycore import MemoryCoreBackend, SdkBindings, call_sdk
 
 JsonDict = dict[str, Any]
 MAX_MESSAGES = 500  # the server's per-request limit
@@ -78,9 +77,9 @@ class MemoryCoreSkillCapture:
 
     @classmethod
     def from_backend(cls, backend: MemoryCoreBackend) -> MemoryCoreSkillCapture:
-        client: Any = backend._clients.skills
+        client: Any = backend.skill_client
         t = backend.target
-        return cls(client, backend._sdk, team=t.team_id, agent=t.agent_id, user=t.user_id)
+        return cls(client, backend.sdk, team=t.team_id, agent=t.agent_id, user=t.user_id)
 
     async def conversation_add(self, session_id: str, messages: list[JsonDict]) -> JsonDict:
         return await call_sdk(

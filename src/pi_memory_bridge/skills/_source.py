@@ -13,8 +13,7 @@ from typing import Any, Literal, Protocol, TypeVar
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from pi_memory_bridge.backends.base import BackendUnavailable
-from pi_memory_bridge.backends.memorycore import MemoryCoreBackend, SdkBindings
-from pi_memory_bridge.backends.memorycore._errors import call_sdk
+from pi_memory_bridge.backends.memorycore import MemoryCoreBackend, SdkBindings, call_sdk
 
 JsonDict = dict[str, Any]
 _Model = TypeVar("_Model", bound=BaseModel)
@@ -112,8 +111,8 @@ class MemoryCoreSkillSource:
     @classmethod
     def from_backend(cls, backend: MemoryCoreBackend) -> MemoryCoreSkillSource:
         # The backend types its skill client narrowly (search only); the SDK object has the rest.
-        client: Any = backend._clients.skills
-        return cls(client, backend._sdk)
+        client: Any = backend.skill_client
+        return cls(client, backend.sdk)
 
     async def list_page(self, offset: int, limit: int) -> SkillPage:
         data = await call_sdk(

@@ -5,6 +5,7 @@ from pi_memory_bridge.backends.memorycore._client import (
     MemoryCoreTarget,
     target_from_config,
 )
+from pi_memory_bridge.backends.memorycore._errors import call_sdk
 from pi_memory_bridge.backends.memorycore._sdk import (
     SDK_COMMIT,
     SDK_REQUIREMENT,
@@ -23,6 +24,7 @@ __all__ = [
     "MemoryCoreCredentials",
     "MemoryCoreTarget",
     "SdkBindings",
+    "call_sdk",
     "install_command",
     "load_sdk",
     "sdk_available",

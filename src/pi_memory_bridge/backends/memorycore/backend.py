@@ -33,7 +33,7 @@ import time
 from collections import Counter, OrderedDict
 from collections.abc import Awaitable, Callable, Sequence
 from datetime import UTC, datetime, timedelta
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from pydantic import SecretStr
 
@@ -174,6 +174,16 @@ class MemoryCoreBackend:
         self._profile: TtlCache[Profile | None] = TtlCache(cache_ttl_s, max_entries=1, clock=clock)
         self._notes: TtlCache[ScenarioNote] = TtlCache(cache_ttl_s, max_entries=64, clock=clock)
         self._ledger: OrderedDict[str, ConversationTurn] = OrderedDict()
+
+    @property
+    def sdk(self) -> SdkBindings:
+        """The SDK bindings in use (skills build their own calls on the same error classes)."""
+        return self._sdk
+
+    @property
+    def skill_client(self) -> Any:
+        """The long-lived SDK skill client of this identity (skill sync and capture use it)."""
+        return self._clients.skills
 
     @classmethod
     def from_config(

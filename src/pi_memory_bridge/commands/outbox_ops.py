@@ -112,7 +112,11 @@ async def outbox_flow(deps: OutboxDeps, args: str, *, has_ui: bool) -> Flow:
         if sel is None:
             yield done(USAGE, "warning")
             return
-        ids = sel if sel is ALL else _resolve(outbox, list(sel), (RecordState.DEAD,))
+        ids = (
+            sel
+            if not isinstance(sel, list)
+            else await asyncio.to_thread(_resolve, outbox, sel, (RecordState.DEAD,))
+        )
         requeued = await asyncio.to_thread(outbox.requeue_dead, ids)
         yield done(f"requeued {len(requeued)} dead record(s)")
     elif sub == "purge":
@@ -128,16 +132,19 @@ async def outbox_flow(deps: OutboxDeps, args: str, *, has_ui: bool) -> Flow:
             )
             return
         states = (RecordState.DEAD, RecordState.QUARANTINED)
-        ids = sel if sel is ALL else _resolve(outbox, list(sel), states)
-        what = "all dead and quarantined records" if sel is ALL else f"{len(ids)} record(s)"  # type: ignore[arg-type]
+        targets: AllRecords | list[str] = sel
+        what = "all dead and quarantined records"
+        if isinstance(sel, list):
+            resolved = await asyncio.to_thread(_resolve, outbox, sel, states)
+            targets, what = resolved, f"{len(resolved)} record(s)"
         sure: Answer = yield CommandStep.model_validate(
             {"kind": "confirm", "title": f"Purge {what}?", "message": "They will never be delivered."}
         )
         if sure is not True:
             yield done("Not confirmed: nothing was purged.")
             return
-        purged = await asyncio.to_thread(outbox.purge_dead, ids)
-        purged += await asyncio.to_thread(outbox.purge_quarantined, ids)
+        purged = await asyncio.to_thread(outbox.purge_dead, targets)
+        purged += await asyncio.to_thread(outbox.purge_quarantined, targets)
         yield done(f"purged {len(purged)} record(s)")
     else:
         yield done(USAGE, "warning")

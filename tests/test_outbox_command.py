@@ -1,0 +1,71 @@
+"""`/tdai-memory-outbox`: status, list, flush, requeue and purge (confirmed, refused headless)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+
+from pi_memory_bridge.backends.base import ConversationTurn
+from pi_memory_bridge.commands.flows import FlowRegistry
+from pi_memory_bridge.commands.outbox_ops import OutboxDeps, outbox_flow
+from pi_memory_bridge.outbox import DeliveryReport, Outbox, OutboxCounts
+from pi_memory_bridge.protocol import CommandStep
+
+
+@pytest.fixture
+def box(tmp_path: Path) -> Iterator[Outbox]:
+    with Outbox.open(tmp_path) as outbox:
+        now = datetime.now(UTC)
+        outbox.enqueue([ConversationTurn(f"turn-{i}", "s", f"question {i}", "ok", now) for i in range(3)])
+        for _ in range(3):  # make turn-0 dead the real way: three permanent rejections alone
+            claim = outbox.claim(limit=1, ignore_backoff=True)
+            assert claim is not None
+            outbox.reject(claim, "400 refused", max_rejections=3, delay_s=0)
+        yield outbox
+
+
+async def run(deps: OutboxDeps, args: str, answers: list[object], *, has_ui: bool = True) -> CommandStep:
+    flows = FlowRegistry()
+    step = await flows.start(outbox_flow(deps, args, has_ui=has_ui))
+    while step.kind != "done":
+        step = await flows.answer(step.flow_id or "", answers.pop(0))  # type: ignore[arg-type]
+    return step
+
+
+async def test_status_and_list(box: Outbox) -> None:
+    deps = OutboxDeps(box, "", None)
+    assert "2 pending, 0 in flight, 1 dead" in (await run(deps, "", [])).message
+    listing = (await run(deps, "list dead", [])).message
+    assert "turn-0" in listing and "400 refused" in listing and "turn-1" not in listing
+    assert "usage" in (await run(deps, "list nonsense", [])).message
+
+
+async def test_requeue_by_prefix_and_all(box: Outbox) -> None:
+    deps = OutboxDeps(box, "", None)
+    assert "requeued 1" in (await run(deps, "requeue turn-0", [])).message
+    assert box.counts().dead == 0
+    assert "requeued 0" in (await run(deps, "requeue all", [])).message
+
+
+async def test_purge_needs_a_yes_and_a_ui(box: Outbox) -> None:
+    deps = OutboxDeps(box, "", None)
+    assert "nothing was purged" in (await run(deps, "purge all", [], has_ui=False)).message
+    assert "nothing was purged" in (await run(deps, "purge all", [False])).message
+    assert box.counts().dead == 1
+    assert "purged 1" in (await run(deps, "purge turn-0", [True])).message
+    assert box.counts().dead == 0 and box.counts().pending == 2
+
+
+async def test_flush_reports_what_happened(box: Outbox) -> None:
+    async def flush() -> DeliveryReport:
+        return DeliveryReport(delivered=2, counts=OutboxCounts(dead=1))
+
+    step = await run(OutboxDeps(box, "", flush), "flush", [])
+    assert "2 delivered" in step.message and step.level == "info"
+    assert (
+        "cannot deliver now: store down"
+        in (await run(OutboxDeps(box, "store down", None), "flush", [])).message
+    )

@@ -100,10 +100,6 @@ def _links(entries: list[EntryRef]) -> list[EntryLink]:
     return [EntryLink(e.id, e.parent_id, e.type) for e in entries]
 
 
-def _major(version: str) -> str:
-    return version.split(".", 1)[0]
-
-
 class Sidecar:
     def __init__(self, *, env: Mapping[str, str] | None = None, notify: Notify | None = None) -> None:
         self._env = dict(env if env is not None else os.environ)

@@ -948,3 +948,15 @@ def test_written_config_loads_back_identically(config: BridgeConfig) -> None:
         write_global_config(agent, config)
         loaded = load(agent)
         assert loaded.config == config
+
+
+def test_memorycore_cache_ttl_is_configurable_and_bounded(tmp_path: Path) -> None:
+    agent = tmp_path / "agent"
+    (agent / "memory-bridge").mkdir(parents=True)
+    path = agent / "memory-bridge" / "config.json"
+    path.write_text(json.dumps({"memorycore": {"cacheTtlS": 5}}), encoding="utf-8")
+    loaded = load_config(agent_dir=agent, cwd=None, project_trusted=False, env={})
+    assert loaded.config.memorycore is not None and loaded.config.memorycore.cache_ttl_s == 5
+    path.write_text(json.dumps({"memorycore": {"cacheTtlS": 700}}), encoding="utf-8")
+    loaded = load_config(agent_dir=agent, cwd=None, project_trusted=False, env={})
+    assert any(p.key == "memorycore.cacheTtlS" for p in loaded.problems), loaded.problems

@@ -21,5 +21,7 @@ def open_backend(loaded: LoadedConfig, agent_dir: Path) -> MemoryBackend:
     if name == "memorycore":
         from pi_memory_bridge.backends.memorycore import MemoryCoreBackend
 
-        return MemoryCoreBackend.from_config(loaded)
+        settings = loaded.config.memorycore
+        ttl = settings.cache_ttl_s if settings is not None else 60
+        return MemoryCoreBackend.from_config(loaded, cache_ttl_s=float(ttl))
     raise BackendConfigError(f"unknown backend {name!r}")

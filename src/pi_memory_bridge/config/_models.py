@@ -111,6 +111,8 @@ class MemoryCoreSettings(_Settings):
     user_key_file: KeyFilePath | None = None
     gateway_api_key_file: KeyFilePath | None = None
     timeout_ms: Annotated[int, Field(ge=1, le=30_000)] = 3000
+    # how long recall may reuse the slow-changing L2 listing and L3 profile (0 = always ask)
+    cache_ttl_s: Annotated[int, Field(ge=0, le=600)] = 60
 
 
 class BridgeConfig(_Settings):

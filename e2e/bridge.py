@@ -24,6 +24,18 @@ def use_bridge(env: PiEnv, *, cmd: str | None = None, config: dict[str, Any] | N
         write_config(env, config)
 
 
+def use_memorycore(env: PiEnv, url: str, key: str, team: str, agent: str, user: str, *, skills: bool) -> None:
+    """The real sidecar on the memorycore backend, with the gateway key from the environment."""
+    config: dict[str, Any] = {
+        "backend": "memorycore",
+        "memorycore": {"endpoint": url, "teamId": team, "agentId": agent, "userId": user},
+    }
+    if skills:
+        config["skills"] = {"enabled": True}
+    use_bridge(env, config=config)
+    env.extra_env["TDAI_MEMORY_GATEWAY_API_KEY"] = key
+
+
 def data_dir(env: PiEnv) -> Path:
     return env.agent_dir / "memory-bridge"
 

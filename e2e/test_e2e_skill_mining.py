@@ -21,7 +21,7 @@ from typing import Any
 
 import pytest
 
-from bridge import SHIM, data_dir, use_bridge
+from bridge import SHIM, data_dir, use_memorycore
 from harness import (
     Cancelled,
     Confirmed,
@@ -78,15 +78,7 @@ def project() -> str:
 
 
 def _configure(env: PiEnv) -> None:
-    use_bridge(
-        env,
-        config={
-            "backend": "memorycore",
-            "skills": {"enabled": True},
-            "memorycore": {"endpoint": URL, "teamId": TEAM, "agentId": AGENT, "userId": USER},
-        },
-    )
-    env.extra_env["TDAI_MEMORY_GATEWAY_API_KEY"] = KEY
+    use_memorycore(env, URL, KEY, TEAM, AGENT, USER, skills=True)
 
 
 def _sync_answers(req: DialogRequest) -> Confirmed | Value | Cancelled:

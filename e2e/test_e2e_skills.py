@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from bridge import SHIM, use_bridge
+from bridge import SHIM, use_memorycore
 from harness import Cancelled, Confirmed, DialogRequest, FakeModel, PiEnv, Value
 from pi_memory_bridge.skills._flow import ALL, SKIP
 
@@ -48,15 +48,7 @@ def server_skill() -> Iterator[tuple[str, str, object]]:
 
 
 def _configure(env: PiEnv) -> None:
-    use_bridge(
-        env,
-        config={
-            "backend": "memorycore",
-            "skills": {"enabled": True},
-            "memorycore": {"endpoint": URL, "teamId": TEAM, "agentId": AGENT, "userId": USER},
-        },
-    )
-    env.extra_env["TDAI_MEMORY_GATEWAY_API_KEY"] = KEY
+    use_memorycore(env, URL, KEY, TEAM, AGENT, USER, skills=True)
 
 
 def _policy(conflict_answer: str) -> object:

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import sqlite3
-from typing import Literal
+from collections.abc import Mapping
+from typing import Literal, TypeVar
 
 SqliteFault = Literal["busy", "corrupt", "denied", "io", "other"]
+E = TypeVar("E", bound=Exception)
 
 # Primary result codes (the low byte of an extended code), from sqlite3.h.
 _SQLITE_PERM = 3
@@ -34,3 +36,11 @@ def classify(exc: sqlite3.Error) -> SqliteFault:
     if primary in (_SQLITE_IOERR, _SQLITE_FULL):
         return "io"
     return "other"
+
+
+def to_error(
+    exc: sqlite3.Error, what: str, kinds: Mapping[SqliteFault, tuple[type[E], str]], default: type[E]
+) -> E:
+    """`exc` as the caller's own error class for its kind of fault, with the hint for that kind."""
+    cls, hint = kinds.get(classify(exc), (default, ""))
+    return cls(f"{what} ({hint})" if hint else what)

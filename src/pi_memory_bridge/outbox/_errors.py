@@ -20,7 +20,7 @@ from pi_memory_bridge.backends.base import (
     BackendRejected,
     BackendUnavailable,
 )
-from pi_memory_bridge.sqlite_faults import classify
+from pi_memory_bridge.sqlite_faults import SqliteFault, to_error
 
 
 class OutboxError(BackendError):
@@ -46,20 +46,17 @@ class OutboxInvalidTurn(OutboxError, BackendRejected):
 
 def translate(exc: sqlite3.Error, db_path: Path, action: str) -> OutboxError:
     """The outbox error for `exc`, raised while doing `action` on the outbox at `db_path`."""
-    what = f"capture outbox {db_path}: {action} failed: {exc}"
-    fault = classify(exc)
-    if fault == "busy":
-        return OutboxUnavailable(f"{what} (another process holds the outbox lock; retry later)")
-    if fault == "corrupt":
-        return OutboxCorrupt(
-            f"{what} (the outbox file is damaged; stop every Pi session, then move {db_path.name} "
-            "and its -wal/-shm files away to start an empty outbox)"
-        )
-    if fault == "denied":
-        return OutboxConfigError(f"{what} (check that the directory exists and is writable)")
-    if fault == "io":
-        return OutboxUnavailable(f"{what} (disk or file system error; retry later)")
-    return OutboxUnavailable(what)
+    kinds: dict[SqliteFault, tuple[type[OutboxError], str]] = {
+        "busy": (OutboxUnavailable, "another process holds the outbox lock; retry later"),
+        "corrupt": (
+            OutboxCorrupt,
+            f"the outbox file is damaged; stop every Pi session, then move {db_path.name} and its "
+            "-wal/-shm files away to start an empty outbox",
+        ),
+        "denied": (OutboxConfigError, "check that the directory exists and is writable"),
+        "io": (OutboxUnavailable, "disk or file system error; retry later"),
+    }
+    return to_error(exc, f"capture outbox {db_path}: {action} failed: {exc}", kinds, OutboxUnavailable)
 
 
 @contextmanager

@@ -8,15 +8,14 @@ rejected, 401/403 -> config), so callers see the same `BackendError` tree as eve
 
 from __future__ import annotations
 
-from typing import Any, Literal, Protocol, TypeVar
+from typing import Any, Literal, Protocol
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field
 
 from pi_memory_bridge.backends.base import BackendUnavailable
-from pi_memory_bridge.backends.memorycore import MemoryCoreBackend, SdkBindings, call_sdk
+from pi_memory_bridge.backends.memorycore import MemoryCoreBackend, SdkBindings, call_sdk, parse_response
 
 JsonDict = dict[str, Any]
-_Model = TypeVar("_Model", bound=BaseModel)
 PAGE_SIZE = 100  # the server allows up to 1000; 100 keeps each response well under its body limit
 MAX_PAGES = 200  # a server that never stops paging must not keep us here forever
 
@@ -55,19 +54,6 @@ class RemoteFile(_Data):
     content: str
     encoding: Literal["utf-8", "base64"] = "utf-8"
     size_bytes: int | None = None
-
-
-def parse(model: type[_Model], data: Any, action: str) -> _Model:
-    """`data` checked against `model`; a shape we do not know means an incompatible server."""
-    try:
-        return model.model_validate(data)
-    except ValidationError as exc:
-        problems = "; ".join(
-            f"{'.'.join(str(p) for p in err['loc']) or 'data'}: {err['msg']}" for err in exc.errors()[:3]
-        )
-        raise BackendUnavailable(
-            f"MemoryCore answered {action} with data of an unexpected shape ({problems})"
-        ) from None
 
 
 class SkillSource(Protocol):
@@ -120,7 +106,7 @@ class MemoryCoreSkillSource:
             self._sdk,
             lambda: self._client.list(pagination={"limit": limit, "offset": offset}),
         )
-        return parse(SkillPage, data, "skill/list")
+        return parse_response(SkillPage, data, "skill/list")
 
     async def get_skill(self, skill_id: str) -> RemoteSkill:
         data = await call_sdk(
@@ -128,13 +114,13 @@ class MemoryCoreSkillSource:
             self._sdk,
             lambda: self._client.get(skill_id, include_content=True, include_manifest=True),
         )
-        return parse(RemoteSkill, data, "skill/get")
+        return parse_response(RemoteSkill, data, "skill/get")
 
     async def read_file(self, skill_id: str, path: str, encoding: str) -> RemoteFile:
         data = await call_sdk(
             "skill/files/read", self._sdk, lambda: self._client.read_file(skill_id, path, encoding=encoding)
         )
-        return parse(RemoteFile, data, "skill/files/read")
+        return parse_response(RemoteFile, data, "skill/files/read")
 
 
 async def list_all_skills(source: SkillSource, *, page_size: int = PAGE_SIZE) -> list[RemoteSkillSummary]:

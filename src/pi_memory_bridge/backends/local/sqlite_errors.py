@@ -13,25 +13,22 @@ from pi_memory_bridge.backends.base import (
     BackendError,
     BackendUnavailable,
 )
-from pi_memory_bridge.sqlite_faults import classify
+from pi_memory_bridge.sqlite_faults import SqliteFault, to_error
 
 
 def translate(exc: sqlite3.Error, db_path: Path, action: str) -> BackendError:
     """The backend error for `exc`, raised while doing `action` on the store at `db_path`."""
-    what = f"local memory store {db_path}: {action} failed: {exc}"
-    fault = classify(exc)
-    if fault == "busy":
-        return BackendUnavailable(f"{what} (another process holds the database lock; retry later)")
-    if fault == "corrupt":
-        return BackendCorrupt(
-            f"{what} (the database file is damaged; move {db_path.name} and its -wal/-shm files "
-            "away to start a fresh store)"
-        )
-    if fault == "denied":
-        return BackendConfigError(f"{what} (check that the directory exists and is writable)")
-    if fault == "io":
-        return BackendUnavailable(f"{what} (disk or file system error; retry later)")
-    return BackendUnavailable(what)
+    kinds: dict[SqliteFault, tuple[type[BackendError], str]] = {
+        "busy": (BackendUnavailable, "another process holds the database lock; retry later"),
+        "corrupt": (
+            BackendCorrupt,
+            f"the database file is damaged; move {db_path.name} and its -wal/-shm files away to start a "
+            "fresh store",
+        ),
+        "denied": (BackendConfigError, "check that the directory exists and is writable"),
+        "io": (BackendUnavailable, "disk or file system error; retry later"),
+    }
+    return to_error(exc, f"local memory store {db_path}: {action} failed: {exc}", kinds, BackendUnavailable)
 
 
 @contextmanager

@@ -6,6 +6,7 @@ from pi_memory_bridge.backends.memorycore._client import (
     target_from_config,
 )
 from pi_memory_bridge.backends.memorycore._errors import call_sdk
+from pi_memory_bridge.backends.memorycore._responses import parse as parse_response
 from pi_memory_bridge.backends.memorycore._sdk import (
     SDK_COMMIT,
     SDK_REQUIREMENT,
@@ -27,6 +28,7 @@ __all__ = [
     "call_sdk",
     "install_command",
     "load_sdk",
+    "parse_response",
     "sdk_available",
     "target_from_config",
 ]

@@ -14,7 +14,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 
 from pi_memory_bridge.backends.base import BackendUnavailable
 
-_Model = TypeVar("_Model", bound="_Data")
+_Model = TypeVar("_Model", bound=BaseModel)
 
 
 class _Data(BaseModel):

@@ -12,9 +12,14 @@ Recall, interleaved per prompt over the same prompts (5 warm-up calls not counte
 * `ours`: the sidecar's real `recall()` over `MemoryCoreBackend` (same limits, skills off), which
   caches the L2 listing/notes and the L3 core for `--ttl` seconds.
 
-Delivery: the same 25 sessions x 20 turns sent as one `add_conversation` per turn (`per-turn`),
-against `MemoryCoreBackend.add_turns` called once per session with its queued turns (`batched`:
-one redelivery check and adds of <= 100 messages).
+Delivery of 500 queued turns (25 sessions x 20 turns), fresh copies per run, arms run A B C C B A:
+`per-turn add` sends one `add_conversation` per turn (the baseline: what the reference adapter's
+flush does); the other two queue the turns in a real outbox and let the sidecar's `DeliveryWorker`
+deliver them into `MemoryCoreBackend` (one add of <= 100 messages per session batch, no redelivery
+check on a first attempt), one session at a time and `--parallel` sessions at once. Each run
+then counts the messages the server stored, so a lost or doubled message shows. With
+`--server-pid` (a server on this machine) each run also reports the server's CPU time: a server
+on CPU for most of a run sets the pace, whatever the client does.
 
 With no --url the fake MemoryCore (tests/memorycore_fake.py) runs on 127.0.0.1 with a cost model
 taken from reference/perf-anchors.md (uncontended per-request server times: conversation/search
@@ -30,9 +35,11 @@ import argparse
 import asyncio
 import contextlib
 import multiprocessing
+import os
 import random
 import statistics
 import sys
+import tempfile
 import time
 import uuid
 from collections.abc import Iterator
@@ -58,6 +65,7 @@ from pi_memory_bridge.backends.memorycore import (  # noqa: E402
     SdkBindings,
     load_sdk,
 )
+from pi_memory_bridge.outbox import DEFAULT_PARALLEL_SESSIONS, DeliveryWorker, Outbox  # noqa: E402
 from pi_memory_bridge.recall import Layer, RecallBudget, recall  # noqa: E402
 from pi_memory_bridge.textsearch import overlap_score, query_terms  # noqa: E402
 
@@ -259,24 +267,15 @@ async def calibrate(sdk: SdkBindings, url: str, key: str, tag: str) -> None:
     )
 
 
-async def bench_delivery(sdk: SdkBindings, url: str, key: str, tag: str) -> None:
-    per_turn_scope = Scope(f"team-{tag}", f"agt-{tag}", f"usr-{tag}-per-turn")
-    batched_scope = Scope(f"team-{tag}", f"agt-{tag}", f"usr-{tag}-batched")
-    turns_a = corpus(random.Random(SEED), f"{tag}-a")
-    turns_b = corpus(random.Random(SEED), f"{tag}-b")
-
+async def per_turn_adds(
+    sdk: SdkBindings, url: str, key: str, scope: Scope, turns: list[ConversationTurn]
+) -> None:
+    """The baseline: one `add_conversation` per turn, in order (the reference adapter's flush)."""
     client = sdk.memory_client(
-        url,
-        key,
-        "default",
-        team_id=per_turn_scope.team,
-        agent_id=per_turn_scope.agent,
-        user_id=per_turn_scope.user,
-        timeout=30,
+        url, key, "default", team_id=scope.team, agent_id=scope.agent, user_id=scope.user, timeout=30
     )
-    started = time.perf_counter()
     try:
-        for t in turns_a:
+        for t in turns:
             pair = [
                 {"role": "user", "content": t.user_text},
                 {"role": "assistant", "content": t.assistant_text},
@@ -284,23 +283,74 @@ async def bench_delivery(sdk: SdkBindings, url: str, key: str, tag: str) -> None
             await client.add_conversation(pair, session_id=t.memory_session_id)
     finally:
         await client.close()
-    per_turn_s = time.perf_counter() - started
 
-    backend = backend_for(sdk, url, key, batched_scope, 0)
-    by_session: dict[str, list[ConversationTurn]] = {}
-    for t in turns_b:
-        by_session.setdefault(t.memory_session_id, []).append(t)
-    started = time.perf_counter()
+
+async def outbox_delivery(
+    sdk: SdkBindings, url: str, key: str, scope: Scope, turns: list[ConversationTurn], parallel: int
+) -> None:
+    """Ours: the turns queued in a real outbox, delivered by the sidecar's worker into
+    `MemoryCoreBackend` (batches of <= 50 turns per session, `parallel` sessions in flight)."""
+    backend = backend_for(sdk, url, key, scope, 0)
+    with tempfile.TemporaryDirectory(prefix="bench-outbox-") as tmp, Outbox.open(Path(tmp)) as outbox:
+        outbox.enqueue(turns)
+        try:
+            report = await DeliveryWorker(outbox, backend, parallel_sessions=parallel).flush()
+        finally:
+            await backend.close()
+        if report.delivered != len(turns) or report.counts.waiting:
+            raise SystemExit(f"delivery incomplete: {report}")
+
+
+async def stored_messages(sdk: SdkBindings, url: str, key: str, scope: Scope) -> int:
+    backend = backend_for(sdk, url, key, scope, 0)
     try:
-        for session_turns in by_session.values():
-            await backend.add_turns(session_turns)
+        return (await backend.status()).counts.get("turns", -1)  # L0 rows of the scope
     finally:
         await backend.close()
-    batched_s = time.perf_counter() - started
-    n = len(turns_a)
-    print(f"delivery per-turn add   {n} turns in {per_turn_s:6.2f} s = {n / per_turn_s:8.1f} turns/s")
-    print(f"delivery batched        {n} turns in {batched_s:6.2f} s = {n / batched_s:8.1f} turns/s")
-    print(f"delivery speed-up batched/per-turn = {per_turn_s / batched_s:.1f}x (target >= 5x)")
+
+
+def cpu_seconds(pid: int | None) -> float | None:
+    """CPU time a local process has used so far (user + system), from /proc; None if unknown."""
+    if pid is None:
+        return None
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+async def bench_delivery(
+    sdk: SdkBindings, url: str, key: str, tag: str, parallel: int, server_pid: int | None
+) -> None:
+    """Three arms over fresh copies of the same 25 sessions x 20 turns, run A B C C B A so the
+    server's drift (its tables grow, its L1 extraction runs behind) weighs on each alike."""
+    arms = ("per-turn add", "outbox, 1 session at a time", f"outbox, {parallel} sessions at once")
+    runs: dict[str, list[float]] = {arm: [] for arm in arms}
+    for n, arm in enumerate([*arms, *reversed(arms)]):
+        scope = Scope(f"team-{tag}", f"agt-{tag}", f"usr-{tag}-d{n}")
+        turns = corpus(random.Random(SEED), f"{tag}-d{n}")
+        cpu_before = cpu_seconds(server_pid)
+        started = time.perf_counter()
+        if arm == arms[0]:
+            await per_turn_adds(sdk, url, key, scope, turns)
+        else:
+            await outbox_delivery(sdk, url, key, scope, turns, 1 if arm == arms[1] else parallel)
+        elapsed = time.perf_counter() - started
+        cpu_after = cpu_seconds(server_pid)
+        runs[arm].append(elapsed)
+        stored = await stored_messages(sdk, url, key, scope)
+        busy = ""
+        if cpu_before is not None and cpu_after is not None:
+            used = cpu_after - cpu_before
+            busy = f"; server on CPU {used:5.2f} s = {used / elapsed:4.0%} of the run"
+        print(
+            f"delivery {arm:<30} {len(turns)} turns in {elapsed:6.2f} s = "
+            f"{len(turns) / elapsed:7.1f} turns/s ({stored} messages stored, {2 * len(turns)} expected){busy}"
+        )
+    base = sum(runs[arms[0]])
+    for arm in arms[1:]:
+        print(f"delivery speed-up {arm} / per-turn add = {base / sum(runs[arm]):.1f}x (target >= 5x)")
 
 
 def seed_fake_layers(fake: FakeMemoryCore, scope: Scope) -> None:
@@ -364,10 +414,11 @@ def fake_server(scope: Scope) -> Iterator[str]:
 async def measure(
     sdk: SdkBindings, url: str, key: str, scope: Scope, tag: str, args: Any, *, real: bool
 ) -> None:
-    await seed_recall_scope(sdk, url, key, scope, await_pipeline=real)
-    await bench_recall(sdk, url, key, scope, args.ttl, args.prompts)
+    if not args.skip_recall:
+        await seed_recall_scope(sdk, url, key, scope, await_pipeline=real)
+        await bench_recall(sdk, url, key, scope, args.ttl, args.prompts)
     await calibrate(sdk, url, key, tag)
-    await bench_delivery(sdk, url, key, tag)
+    await bench_delivery(sdk, url, key, tag, args.parallel, args.server_pid)
 
 
 async def run(args: Any) -> None:
@@ -395,6 +446,13 @@ def main() -> None:
     parser.add_argument("--key", default="", help="the gateway API key for --url")
     parser.add_argument("--prompts", type=int, default=200)
     parser.add_argument("--ttl", type=float, default=60.0, help="cache TTL for L2/L3 (seconds)")
+    parser.add_argument(
+        "--parallel", type=int, default=DEFAULT_PARALLEL_SESSIONS, help="sessions in flight at once"
+    )
+    parser.add_argument("--skip-recall", action="store_true", help="measure delivery only")
+    parser.add_argument(
+        "--server-pid", type=int, help="pid of a local server process: report its CPU time per delivery run"
+    )
     args = parser.parse_args()
     asyncio.run(run(args))
 

@@ -56,7 +56,7 @@ class NullBackend:
     name = "null"
     capabilities = frozenset({Capability.L0_ADD})
 
-    async def add_turns(self, turns: Sequence[ConversationTurn]) -> None:
+    async def add_turns(self, turns: Sequence[ConversationTurn], *, first_attempt: bool = False) -> None:
         return None
 
     async def stored_turn_ids(self, turn_ids: Sequence[str]) -> set[str]:

@@ -44,7 +44,7 @@ class FakeBackend:
         if method in self.hang:
             await asyncio.sleep(3600)
 
-    async def add_turns(self, turns: Sequence[ConversationTurn]) -> None:
+    async def add_turns(self, turns: Sequence[ConversationTurn], *, first_attempt: bool = False) -> None:
         await self._gate("add_turns")
         known = {t.turn_id for t in self.turns}
         self.turns.extend(t for t in turns if t.turn_id not in known)

@@ -83,11 +83,11 @@ class FlakyLocal:
         if self._down is not None and self._down.exists():
             raise BackendUnavailable("simulated outage: connection refused")
 
-    async def add_turns(self, turns: Sequence[ConversationTurn]) -> None:
+    async def add_turns(self, turns: Sequence[ConversationTurn], *, first_attempt: bool = False) -> None:
         self._check_up()
         if self._latency_s:
             await asyncio.sleep(random.uniform(0, self._latency_s))
-        await self._inner.add_turns(turns)
+        await self._inner.add_turns(turns, first_attempt=first_attempt)
         if self._send_log is not None:
             lines = "".join(f"{os.getpid()} {t.turn_id}\n" for t in turns).encode()
             fd = os.open(self._send_log, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)

@@ -960,3 +960,19 @@ def test_memorycore_cache_ttl_is_configurable_and_bounded(tmp_path: Path) -> Non
     path.write_text(json.dumps({"memorycore": {"cacheTtlS": 700}}), encoding="utf-8")
     loaded = load_config(agent_dir=agent, cwd=None, project_trusted=False, env={})
     assert any(p.key == "memorycore.cacheTtlS" for p in loaded.problems), loaded.problems
+
+
+def test_memorycore_delivery_concurrency_is_configurable_and_bounded(tmp_path: Path) -> None:
+    agent = tmp_path / "agent"
+    (agent / "memory-bridge").mkdir(parents=True)
+    path = agent / "memory-bridge" / "config.json"
+    path.write_text(json.dumps({"memorycore": {}}), encoding="utf-8")
+    loaded = load_config(agent_dir=agent, cwd=None, project_trusted=False, env={})
+    assert loaded.config.memorycore is not None and loaded.config.memorycore.delivery_concurrency == 8
+    path.write_text(json.dumps({"memorycore": {"deliveryConcurrency": 1}}), encoding="utf-8")
+    loaded = load_config(agent_dir=agent, cwd=None, project_trusted=False, env={})
+    assert loaded.config.memorycore is not None and loaded.config.memorycore.delivery_concurrency == 1
+    for bad in (0, 33, "many"):
+        path.write_text(json.dumps({"memorycore": {"deliveryConcurrency": bad}}), encoding="utf-8")
+        loaded = load_config(agent_dir=agent, cwd=None, project_trusted=False, env={})
+        assert any(p.key == "memorycore.deliveryConcurrency" for p in loaded.problems), loaded.problems

@@ -66,7 +66,8 @@ def _db(root: Path) -> sqlite3.Connection:
 async def test_satisfies_the_protocol_and_declares_its_capabilities(backend: LocalBackend) -> None:
     assert isinstance(backend, MemoryBackend)
     assert backend.name == "local"
-    assert backend.capabilities == frozenset(Capability) - {Capability.SKILLS}
+    # One SQLite writer: the outbox sends it one batch at a time.
+    assert backend.capabilities == frozenset(Capability) - {Capability.SKILLS, Capability.CONCURRENT_SESSIONS}
 
 
 async def test_creates_a_wal_database_under_the_root(backend: LocalBackend) -> None:

@@ -164,6 +164,19 @@ async def test_a_redelivery_stores_nothing_twice(backend: MemoryCoreBackend, cor
     }
 
 
+async def test_a_first_attempt_skips_the_redelivery_check(
+    backend: MemoryCoreBackend, core: FakeMemoryCore
+) -> None:
+    await backend.add_turns([turn(0), turn(1)], first_attempt=True)
+    assert core.calls("/v3/conversation/query") == 0
+    assert core.calls("/v3/conversation/add") == 1
+    assert len(core.rows()) == 4
+    # Without the promise the check runs, and a resend stores nothing twice.
+    await backend.add_turns([turn(0), turn(1)])
+    assert core.calls("/v3/conversation/query") == 1
+    assert len(core.rows()) == 4
+
+
 async def test_a_lost_response_is_recognised_on_redelivery(
     backend: MemoryCoreBackend, core: FakeMemoryCore
 ) -> None:

@@ -72,6 +72,8 @@ class FakeRemote:
         self.received: list[str] = []  # every turn id stored, duplicates included
         self.calls: list[tuple[str, ...]] = []
         self.checks: list[tuple[str, ...]] = []
+        self.first_attempts: list[tuple[str, ...]] = []  # calls that promised "never sent before"
+        self.broken_promises: list[str] = []  # turns sent as a first attempt after all
         self.fail_next: list[BaseException] = []  # raised by the next calls, before storing
         self.failing: BaseException | None = None  # raised by every call while set
         self.lose_responses = 0  # store, then raise a timeout: this many calls
@@ -80,9 +82,27 @@ class FakeRemote:
         self.check_failure: BaseException | None = None
         self.hang = False
         self.delay_s = 0.0
+        self.in_flight: list[str] = []  # memory session of each call under way
+        self.most_in_flight = 0
+        self.sessions_overlapped: set[str] = set()  # sessions with two calls under way at once
 
-    async def add_turns(self, turns: Sequence[ConversationTurn]) -> None:
-        self.calls.append(tuple(t.turn_id for t in turns))
+    async def add_turns(self, turns: Sequence[ConversationTurn], *, first_attempt: bool = False) -> None:
+        ids = tuple(t.turn_id for t in turns)
+        if first_attempt:
+            self.first_attempts.append(ids)
+            self.broken_promises.extend(i for i in ids if any(i in call for call in self.calls))
+        self.calls.append(ids)
+        session = turns[0].memory_session_id
+        if session in self.in_flight:
+            self.sessions_overlapped.add(session)
+        self.in_flight.append(session)
+        self.most_in_flight = max(self.most_in_flight, len(self.in_flight))
+        try:
+            await self._store(turns)
+        finally:
+            self.in_flight.remove(session)
+
+    async def _store(self, turns: Sequence[ConversationTurn]) -> None:
         if self.hang:
             await asyncio.Event().wait()
         if self.delay_s:
@@ -123,8 +143,17 @@ def outbox(tmp_path: Path, clock: FakeClock) -> Iterator[Outbox]:
 
 
 @pytest.fixture
-def remote() -> FakeRemote:
-    return FakeRemote()
+def remote() -> Iterator[FakeRemote]:
+    fake = FakeRemote()
+    yield fake
+    # Every test checks this too: a batch marked as a first attempt had never been sent.
+    assert fake.broken_promises == []
+
+
+def concurrent(remote: FakeRemote) -> FakeRemote:
+    """The remote declares that adds for different sessions may overlap (as MemoryCore does)."""
+    remote.capabilities = frozenset({Capability.L0_ADD, Capability.CONCURRENT_SESSIONS})
+    return remote
 
 
 def make_worker(outbox: Outbox, remote: FakeRemote, **kw: object) -> DeliveryWorker:
@@ -164,6 +193,85 @@ async def test_a_session_behind_a_failing_head_waits_while_others_are_delivered(
     clock.advance(RETRY.cap_s)
     await worker.deliver_due()
     assert remote.received == ["b-t0001", "a-t0001", "a-t0002"]
+
+
+# --- sessions in parallel ------------------------------------------------------------------------
+
+
+async def test_sessions_go_in_parallel_up_to_the_limit_each_in_order(
+    outbox: Outbox, remote: FakeRemote
+) -> None:
+    concurrent(remote).delay_s = 0.02
+    sessions = [f"p{n}" for n in range(6)]
+    outbox.enqueue([turn(n, s) for n in range(3) for s in sessions])
+    report = await make_worker(outbox, remote, batch_size=1, parallel_sessions=4).deliver_due()
+    assert report.delivered == 18 and report.counts.waiting == 0
+    assert remote.most_in_flight == 4
+    assert remote.sessions_overlapped == set()
+    for s in sessions:
+        assert [i for i in remote.received if i.startswith(s)] == ids(s, range(3))
+
+
+async def test_without_the_capability_one_batch_is_in_flight_at_a_time(
+    outbox: Outbox, remote: FakeRemote
+) -> None:
+    remote.delay_s = 0.01
+    outbox.enqueue([turn(n, s) for n in range(2) for s in ("a", "b", "c")])
+    report = await make_worker(outbox, remote, batch_size=1, parallel_sessions=8).deliver_due()
+    assert report.delivered == 6 and remote.most_in_flight == 1
+
+
+async def test_a_failing_session_waits_while_the_others_go_on_in_parallel(
+    outbox: Outbox, remote: FakeRemote, clock: FakeClock
+) -> None:
+    concurrent(remote).delay_s = 0.01
+    remote.reject = lambda t: t.turn_id == "b-t0000"
+    outbox.enqueue([turn(n, s) for n in range(3) for s in ("a", "b", "c")])
+    report = await make_worker(outbox, remote, batch_size=1).deliver_due()
+    assert sorted(remote.received) == sorted(ids("a", range(3)) + ids("c", range(3)))
+    assert report.counts.pending == 3  # b's head and the two behind it, in order
+    remote.reject = lambda t: False
+    clock.advance(RETRY.cap_s)
+    await make_worker(outbox, remote, batch_size=1).deliver_due()
+    assert [i for i in remote.received if i.startswith("b")] == ids("b", range(3))
+
+
+async def test_a_config_error_hitting_batches_in_flight_pauses_once(
+    outbox: Outbox, remote: FakeRemote, clock: FakeClock
+) -> None:
+    concurrent(remote).delay_s = 0.01
+    remote.failing = BackendConfigError("401 Unauthorized: invalid token")
+    outbox.enqueue([turn(1, s) for s in ("a", "b", "c")])
+    worker = make_worker(outbox, remote)
+    report = await worker.deliver_due()
+    assert report.paused is not None and len(remote.calls) == 3
+    assert worker.paused_until == datetime.fromtimestamp(clock.now + PAUSE.base_s, UTC)
+    assert [(e.state, e.attempts) for e in outbox.list_entries()] == [(RecordState.PENDING, 0)] * 3
+
+
+# --- first attempts ------------------------------------------------------------------------------
+
+
+async def test_only_a_batch_never_tried_is_sent_as_a_first_attempt(
+    outbox: Outbox, remote: FakeRemote, clock: FakeClock
+) -> None:
+    worker = make_worker(outbox, remote, batch_size=1, max_rejections=2)
+    outbox.enqueue([turn(1, "fails"), turn(1, "works"), turn(1, "refused")])
+    remote.fail_next = [BackendUnavailable("503")]  # fails before storing
+    remote.reject = lambda t: t.memory_session_id == "refused"
+    await worker.deliver_due()
+    assert remote.first_attempts == [("fails-t0001",), ("works-t0001",), ("refused-t0001",)]
+    clock.advance(RETRY.cap_s)
+    remote.fail_next = []
+    await worker.deliver_due()  # retried after a failure, or after a rejection: never "first"
+    assert len(remote.first_attempts) == 3
+    assert outbox.counts().dead == 1
+    remote.reject = lambda t: False
+    outbox.requeue_dead(ALL)
+    await worker.deliver_due()  # a requeued dead record was tried before: not "first" either
+    assert len(remote.first_attempts) == 3
+    assert remote.checks[-1] == ("refused-t0001",)
+    assert sorted(remote.received) == ["fails-t0001", "refused-t0001", "works-t0001"]
 
 
 # --- transient errors ----------------------------------------------------------------------------
@@ -286,7 +394,7 @@ async def test_with_the_real_local_backend_a_lost_response_stores_once(
         capabilities = local.capabilities
         lost = 0
 
-        async def add_turns(self, turns: Sequence[ConversationTurn]) -> None:
+        async def add_turns(self, turns: Sequence[ConversationTurn], *, first_attempt: bool = False) -> None:
             await local.add_turns(turns)
             if not self.lost:
                 self.lost += 1
@@ -560,6 +668,21 @@ async def test_a_hung_backend_call_is_abandoned_as_an_ambiguous_failure(
         remote.hang = False
         assert (await worker.flush()).delivered == 1
         assert remote.checks == [("s1-t0001",)]
+
+
+async def test_stop_releases_every_batch_in_flight_as_ambiguous(tmp_path: Path, remote: FakeRemote) -> None:
+    with Outbox.open(tmp_path) as box:
+        box.enqueue([turn(1, s) for s in ("a", "b", "c")])
+        concurrent(remote).hang = True
+        worker = DeliveryWorker(box, backend(remote), retry=FAST, poll_s=60)
+        worker.start()
+        await wait_until(lambda: len(remote.calls) == 3)
+        await worker.stop(drain_s=0.1)
+        assert [e.state for e in box.list_entries()] == [RecordState.PENDING] * 3
+        remote.hang = False
+        report = await DeliveryWorker(box, backend(remote), retry=FAST).flush()
+        assert sorted(remote.checks) == [("a-t0001",), ("b-t0001",), ("c-t0001",)]
+        assert report.delivered == 3
 
 
 async def test_the_loop_survives_a_closed_outbox(tmp_path: Path, remote: FakeRemote) -> None:

@@ -191,6 +191,7 @@ async def test_pick_existing_team_and_private_agent_writes_a_private_secret_free
         "gatewayApiKeyFile": str(w.keys / "gateway-key"),  # ~ expanded
         "timeoutMs": 3000,
         "cacheTtlS": 60,
+        "deliveryConcurrency": 8,
     }
     # the preview showed the file to be, the access check and no key
     preview = steps[-2].message

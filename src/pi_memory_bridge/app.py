@@ -197,7 +197,11 @@ class Sidecar:
                 log.info("skill capture: %d turn(s) never sent before a restart are sent now", len(released))
             self._send_skill_captures(*capture)
         if self.delivery is not None:
-            self.delivery.attach_backend(backend)
+            remote = self.loaded.config.memorycore
+            if remote is None:
+                self.delivery.attach_backend(backend)
+            else:
+                self.delivery.attach_backend(backend, parallel_sessions=remote.delivery_concurrency)
         else:
             self.sink = DirectSink(backend)
         if self._notify is not None and self._handshake_done and not self._closing:

@@ -14,6 +14,7 @@ from pathlib import Path
 from pi_memory_bridge.backends.base import ConversationTurn, DeleteReport, MemoryBackend
 from pi_memory_bridge.commands.forget import ForgetCandidate
 from pi_memory_bridge.outbox import (
+    DEFAULT_PARALLEL_SESSIONS,
     DeliveryReport,
     DeliveryWorker,
     Outbox,
@@ -48,9 +49,13 @@ class CaptureDelivery:
         outbox = await asyncio.to_thread(Outbox.open, root)
         return cls(outbox, on_change)
 
-    def attach_backend(self, backend: MemoryBackend) -> None:
+    def attach_backend(
+        self, backend: MemoryBackend, *, parallel_sessions: int = DEFAULT_PARALLEL_SESSIONS
+    ) -> None:
         if self.worker is None:
-            self.worker = DeliveryWorker(self.outbox, backend, on_change=self._on_change)
+            self.worker = DeliveryWorker(
+                self.outbox, backend, parallel_sessions=parallel_sessions, on_change=self._on_change
+            )
             self.worker.start()
 
     def _wake(self) -> None:

@@ -52,6 +52,8 @@ class Capability(enum.StrEnum):
     L2_SCENARIOS = "l2_scenarios"
     L3_PROFILE = "l3_profile"
     SKILLS = "skills"
+    # adds for different memory sessions may be in flight at once (the outbox worker overlaps them)
+    CONCURRENT_SESSIONS = "concurrent_sessions"
 
 
 class AtomicType(enum.StrEnum):
@@ -177,8 +179,12 @@ class MemoryBackend(Protocol):
     name: str
     capabilities: frozenset[Capability]
 
-    async def add_turns(self, turns: Sequence[ConversationTurn]) -> None:
-        """Store turns. Idempotent by `turn_id`: a turn already stored is not stored again."""
+    async def add_turns(self, turns: Sequence[ConversationTurn], *, first_attempt: bool = False) -> None:
+        """Store turns. Idempotent by `turn_id`: a turn already stored is not stored again.
+
+        `first_attempt` is the caller's promise that no earlier request can have carried any of
+        these turns (none was ever sent, or possibly sent), so a backend whose idempotency costs
+        a lookup may skip it."""
 
     async def stored_turn_ids(self, turn_ids: Sequence[str]) -> set[str]:
         """Which of these turn ids are already stored (the check before a resend)."""

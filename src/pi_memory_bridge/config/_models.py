@@ -113,6 +113,9 @@ class MemoryCoreSettings(_Settings):
     timeout_ms: Annotated[int, Field(ge=1, le=30_000)] = 3000
     # how long recall may reuse the slow-changing L2 listing and L3 profile (0 = always ask)
     cache_ttl_s: Annotated[int, Field(ge=0, le=600)] = 60
+    # how many memory sessions' adds the outbox may have in flight at once (the server spends an
+    # add mostly per message, and waits on its embedding service for each one)
+    delivery_concurrency: Annotated[int, Field(ge=1, le=32)] = 8
 
 
 class BridgeConfig(_Settings):

@@ -37,6 +37,7 @@ from pi_memory_bridge.outbox._worker import (
     DEFAULT_BATCH_MAX_CHARS,
     DEFAULT_BATCH_SIZE,
     DEFAULT_MAX_REJECTIONS,
+    DEFAULT_PARALLEL_SESSIONS,
     DeliveryReport,
     DeliveryWorker,
 )
@@ -48,6 +49,7 @@ __all__ = [
     "DEFAULT_BATCH_SIZE",
     "DEFAULT_LEASE_S",
     "DEFAULT_MAX_REJECTIONS",
+    "DEFAULT_PARALLEL_SESSIONS",
     "DEFAULT_PAUSE",
     "DEFAULT_RETRY",
     "AllRecords",

@@ -637,14 +637,15 @@ class Outbox:
     def requeue_dead(self, selection: Collection[str] | AllRecords) -> tuple[str, ...]:
         """Give dead records (the ids given, or `ALL`) a fresh start: pending, due now, with
         their attempt and rejection counts reset. They keep their place in their session's
-        order. Returns the ids requeued."""
+        order, and count as possibly sent (a request that was refused may still have stored part
+        of a batch the backend split). Returns the ids requeued."""
         now = self._clock()
         with self._transaction("requeueing dead records") as conn:
             ids = self._selected(conn, _DEAD, selection)
             for chunk in _chunks(ids):
                 conn.execute(
                     f"UPDATE records SET state = '{_PENDING}', attempts = 0, rejections = 0, "
-                    "next_attempt_at = ?, last_error = NULL, updated_at = ? "
+                    "ambiguous = 1, next_attempt_at = ?, last_error = NULL, updated_at = ? "
                     f"WHERE state = '{_DEAD}' AND id IN ({_marks(chunk)})",
                     (now, now, *chunk),
                 )

@@ -1,7 +1,10 @@
 """`DeliveryWorker`: moves outbox records into a `MemoryBackend`, on a timer, inside the sidecar.
 
 One delivery pass claims due batches (FIFO per memory session, <= `batch_size` turns each) and
-settles each by the backend's answer:
+settles each by the backend's answer. A backend that takes writes for different memory sessions
+at once (`Capability.CONCURRENT_SESSIONS`, e.g. a server that spends its time waiting on an
+embedding service per message) gets batches of up to `parallel_sessions` sessions in flight
+together; one session's batches still go strictly one after another, in order.
 
     success                     complete (ids kept as delivered for a while)
     BackendUnavailable, other   transient: retry after capped exponential backoff, forever;
@@ -14,7 +17,8 @@ settles each by the backend's answer:
 A failure after the request may have gone out (timeout, lost response, crash, cancellation)
 marks the records ambiguous; before resending an ambiguous record the worker asks the backend
 which ids it already stored (`stored_turn_ids`) and completes those without sending them again,
-because a remote server does not deduplicate.
+because a remote server does not deduplicate. A batch none of whose records was ever tried
+is marked as a first attempt, so the backend may skip its own redelivery check.
 """
 
 from __future__ import annotations
@@ -33,6 +37,7 @@ from pi_memory_bridge.backends.base import (
     BackendCorrupt,
     BackendRejected,
     BackendUnavailable,
+    Capability,
     MemoryBackend,
 )
 from pi_memory_bridge.outbox._backoff import DEFAULT_PAUSE, DEFAULT_RETRY, BackoffPolicy
@@ -48,6 +53,9 @@ DEFAULT_BATCH_SIZE = 50  # 100 messages per add on MemoryCore: 50 user/assistant
 # and be retried forever; 200k characters stay under it even as 3-byte UTF-8 plus JSON.
 DEFAULT_BATCH_MAX_CHARS = 200_000
 DEFAULT_MAX_REJECTIONS = 3
+# Batches of different memory sessions in flight at once, for backends that can take them: a
+# remote server waiting on its embedding service per message is the case it pays for.
+DEFAULT_PARALLEL_SESSIONS = 8
 DEFAULT_POLL_S = 5.0  # how soon records queued (or orphaned) by other processes are noticed
 # A backend call that takes longer is abandoned as a transient, ambiguous failure. Backends have
 # their own timeouts; this one only keeps a hung call from holding a session (and its lease,
@@ -110,6 +118,13 @@ class _Tally:
         )
 
 
+def _never_tried(claim: Claim) -> bool:
+    """No record of the batch was ever in a request: not possibly sent (ambiguous), nor retried,
+    nor in a rejected batch (a batch the backend split into several requests may have been
+    partly stored before one of them was refused)."""
+    return all(not (i.ambiguous or i.attempts or i.rejections) for i in claim.items)
+
+
 def _describe(exc: BaseException) -> str:
     return clip_error(redact_text(f"{type(exc).__name__}: {exc}").text)
 
@@ -132,6 +147,7 @@ class DeliveryWorker:
         retry: BackoffPolicy = DEFAULT_RETRY,
         pause: BackoffPolicy = DEFAULT_PAUSE,
         max_rejections: int = DEFAULT_MAX_REJECTIONS,
+        parallel_sessions: int = DEFAULT_PARALLEL_SESSIONS,
         poll_s: float = DEFAULT_POLL_S,
         heartbeat_s: float | None = None,
         send_timeout_s: float | None = DEFAULT_SEND_TIMEOUT_S,
@@ -142,6 +158,8 @@ class DeliveryWorker:
             raise ValueError(f"batch_size must be >= 1, got {batch_size}")
         if max_rejections < 2:
             raise ValueError(f"max_rejections must be >= 2, got {max_rejections}")
+        if parallel_sessions < 1:
+            raise ValueError(f"parallel_sessions must be >= 1, got {parallel_sessions}")
         self._outbox = outbox
         self._backend = backend
         self._batch_size = batch_size
@@ -149,6 +167,9 @@ class DeliveryWorker:
         self._retry = retry
         self._pause = pause
         self._max_rejections = max_rejections
+        self._parallel_sessions = (
+            parallel_sessions if Capability.CONCURRENT_SESSIONS in backend.capabilities else 1
+        )
         self._poll_s = poll_s
         self._heartbeat_s = heartbeat_s if heartbeat_s is not None else outbox.lease_s / 3
         self._send_timeout_s = send_timeout_s
@@ -291,27 +312,49 @@ class DeliveryWorker:
             if force:
                 self._clear_pause()
             if not self._is_paused():
-                failed_sessions: set[str] = set()
-                while not self._stopping:
-                    claim = await asyncio.to_thread(
-                        self._outbox.claim,
-                        limit=self._batch_size,
-                        max_chars=self._batch_max_chars,
-                        ignore_backoff=force,
-                        skip_sessions=failed_sessions,
-                    )
-                    if claim is None:
-                        break
-                    outcome = await self._deliver(claim, tally)
-                    if outcome is _Outcome.PAUSED:
-                        break
-                    if outcome not in (_Outcome.DELIVERED, _Outcome.SPLIT):
-                        failed_sessions.add(claim.memory_session_id)
+                await self._deliver_claims(tally, force=force)
             counts = await asyncio.to_thread(self._outbox.counts)
             report = tally.report(counts, self._pause_reason if self._is_paused() else None)
             self._last_report = report
             self._notify(counts)
             return report
+
+    async def _deliver_claims(self, tally: _Tally, *, force: bool) -> None:
+        """Claim and deliver until nothing is due, with up to `parallel_sessions` batches (of
+        distinct sessions) in flight. A session that fails is not claimed again in this pass."""
+        failed_sessions: set[str] = set()
+        in_flight: dict[asyncio.Task[_Outcome], str] = {}
+        paused = False
+        try:
+            while True:
+                while not (paused or self._stopping) and len(in_flight) < self._parallel_sessions:
+                    claim = await asyncio.to_thread(
+                        self._outbox.claim,
+                        limit=self._batch_size,
+                        max_chars=self._batch_max_chars,
+                        ignore_backoff=force,
+                        skip_sessions=failed_sessions | set(in_flight.values()),
+                    )
+                    if claim is None:
+                        break
+                    task = asyncio.create_task(self._deliver(claim, tally), name="outbox-batch")
+                    in_flight[task] = claim.memory_session_id
+                if not in_flight:
+                    return
+                done, _ = await asyncio.wait(in_flight, return_when=asyncio.FIRST_COMPLETED)
+                for task in done:
+                    session = in_flight.pop(task)
+                    outcome = task.result()
+                    if outcome is _Outcome.PAUSED:
+                        paused = True
+                    elif outcome not in (_Outcome.DELIVERED, _Outcome.SPLIT):
+                        failed_sessions.add(session)
+        finally:
+            # Cancelled (stop) or failed: each batch still in flight releases its own claim.
+            for task in in_flight:
+                task.cancel()
+            if in_flight:
+                await asyncio.wait(in_flight)
 
     def _notify(self, counts: OutboxCounts) -> None:
         if self._on_change is None or counts == self._last_counts:
@@ -345,7 +388,7 @@ class DeliveryWorker:
                 fresh = [item.turn for item in claim.items if item.turn.turn_id not in already]
                 if fresh:
                     sent = True
-                    await self._backend.add_turns(fresh)
+                    await self._backend.add_turns(fresh, first_attempt=_never_tried(claim))
         except asyncio.CancelledError:
             # Blocking, but only a short local write: an awaited call could be cancelled again.
             self._settle_quietly(lambda: self._outbox.release(claim, ambiguous=sent))
@@ -353,7 +396,8 @@ class DeliveryWorker:
         except (BackendConfigError, BackendCorrupt) as exc:
             reason = _describe(exc)
             tally.error(reason)
-            self._enter_pause(reason)
+            if not self._is_paused():  # batches in flight together hit the same cause once
+                self._enter_pause(reason)
             return await self._settle(
                 _Outcome.PAUSED, lambda: self._outbox.release(claim, f"paused: {reason}", ambiguous=sent)
             )

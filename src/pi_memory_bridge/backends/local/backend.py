@@ -74,7 +74,8 @@ class LocalBackend:
 
     # --- L0 -----------------------------------------------------------------------------------
 
-    async def add_turns(self, turns: Sequence[ConversationTurn]) -> None:
+    async def add_turns(self, turns: Sequence[ConversationTurn], *, first_attempt: bool = False) -> None:
+        # Idempotent by primary key at no extra cost, so `first_attempt` changes nothing here.
         await asyncio.to_thread(self.store.add_turns, list(turns))
 
     async def stored_turn_ids(self, turn_ids: Sequence[str]) -> set[str]:

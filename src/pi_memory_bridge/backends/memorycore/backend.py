@@ -2,7 +2,8 @@
 
 Requests (all through `tencentdb_agent_memory.v3`; see `reference/memorycore-sdk.md`):
 
-    add_turns            conversation/query (redelivery check) + conversation/add per <=100 messages
+    add_turns            conversation/query (redelivery check, skipped on a first attempt)
+                         + conversation/add per <=100 messages
     search_conversation  conversation/search                    L0
     search_atomic        atomic/search                          L1
     list/read_scenario   scenario/ls, scenario/read             L2 (cached for `cache_ttl_s`)
@@ -20,8 +21,14 @@ Each message we send carries a deterministic instant (turn `created_at` + per-me
 (`conversation/query` with `session_id`, `time_start`, `time_end`, paged) and skips every message
 whose (instant, role, content) is already there, so resending after a lost response, a timeout or
 a crash stores nothing twice. The same read answers `stored_turns`. The check costs one small
-query per session per call; a false "already stored" needs a stored row with the same session,
-millisecond, role and text, which is the same message in every observable way.
+query per session per call, skipped when the caller says it is a first attempt (the outbox knows
+whether a record was ever possibly sent); a false "already stored" needs a stored row with the
+same session, millisecond, role and text, which is the same message in every observable way.
+
+**Throughput.** The server spends most of an add per message (an FTS write, and an embedding
+request when it has an embedding service), one message after another, so batching saves the
+per-request part and the outbox worker keeps several sessions' adds in flight at once
+(`Capability.CONCURRENT_SESSIONS`) to overlap the server's waits on its embedding service.
 """
 
 from __future__ import annotations
@@ -152,6 +159,7 @@ class MemoryCoreBackend:
             Capability.L2_SCENARIOS,
             Capability.L3_PROFILE,
             Capability.SKILLS,
+            Capability.CONCURRENT_SESSIONS,
         }
     )
 
@@ -212,16 +220,20 @@ class MemoryCoreBackend:
 
     # --- L0 write path --------------------------------------------------------------------------
 
-    async def add_turns(self, turns: Sequence[ConversationTurn]) -> None:
-        """Store turns, session by session in order; messages already stored are not resent."""
+    async def add_turns(self, turns: Sequence[ConversationTurn], *, first_attempt: bool = False) -> None:
+        """Store turns, session by session in order; messages already stored are not resent
+        (not looked for on a `first_attempt`, when none can be there)."""
         for turn in turns:
             self._remember(turn)
         for session_id, session_turns in _by_session(turns).items():
             messages = [m for t in session_turns for m in turn_messages(t)]
             if not messages:
                 continue
-            present = await self._stored_keys(session_id, messages)
-            pending = [m for m in messages if not _take(present, m.key)]
+            if first_attempt:
+                pending = messages
+            else:
+                present = await self._stored_keys(session_id, messages)
+                pending = [m for m in messages if not _take(present, m.key)]
             base_body = {
                 "team_id": self.target.team_id,
                 "agent_id": self.target.agent_id,

@@ -18,6 +18,8 @@ flush does); the other two queue the turns in a real outbox and let the sidecar'
 deliver them into `MemoryCoreBackend` (one add of <= 100 messages per session batch, no redelivery
 check on a first attempt), one session at a time and `--parallel` sessions at once. Each run
 then counts the messages the server stored, so a lost or doubled message shows. With
+`--drain-recall`, recall latency is measured while 500 queued turns drain (what a backlog costs
+the user at 1 and at `--parallel` sessions in flight). With
 `--server-pid` (a server on this machine) each run also reports the server's CPU time: a server
 on CPU for most of a run sets the pace, whatever the client does.
 
@@ -353,6 +355,45 @@ async def bench_delivery(
         print(f"delivery speed-up {arm} / per-turn add = {base / sum(runs[arm]):.1f}x (target >= 5x)")
 
 
+async def bench_recall_during_drain(
+    sdk: SdkBindings, url: str, key: str, tag: str, parallels: list[int]
+) -> None:
+    """What a backlog drain costs the user: recall latency (another identity on the same server,
+    a recall every 50 ms) while the worker delivers 500 queued turns, per sessions in flight."""
+    budget = RecallBudget(
+        deadline_ms=5000,
+        limits={Layer.L3: 1, Layer.L1: L1_LIMIT, Layer.L2: L2_LIMIT, Layer.L0: L0_LIMIT, Layer.SKILL: 0},
+        skip_trivial=False,
+    )
+    reader = backend_for(sdk, url, key, Scope(f"team-{tag}", f"agt-{tag}", f"usr-{tag}-reader"), 60)
+    questions = prompts(random.Random(SEED), 10_000)
+
+    async def one(i: int) -> float:
+        started = time.perf_counter()
+        await recall(reader, questions[i], budget)
+        return (time.perf_counter() - started) * 1000
+
+    try:
+        idle = [await one(i) for i in range(20)]
+        print(summary("recall, no delivery running", idle))
+        for n, parallel in enumerate(parallels):
+            scope = Scope(f"team-{tag}", f"agt-{tag}", f"usr-{tag}-drain{n}")
+            drain = asyncio.create_task(
+                outbox_delivery(sdk, url, key, scope, corpus(random.Random(SEED), f"{tag}-r{n}"), parallel)
+            )
+            started, during = time.perf_counter(), []
+            while not drain.done():
+                during.append(await one(len(during)))
+                await asyncio.sleep(0.05)
+            await drain
+            print(
+                summary(f"recall while draining, {parallel} in flight", during)
+                + f"  [drain {time.perf_counter() - started:.2f} s]"
+            )
+    finally:
+        await reader.close()
+
+
 def seed_fake_layers(fake: FakeMemoryCore, scope: Scope) -> None:
     """What MemoryCore's pipeline would have extracted (the fake has no pipeline)."""
     ids = (scope.team, scope.agent, scope.user)
@@ -419,6 +460,8 @@ async def measure(
         await bench_recall(sdk, url, key, scope, args.ttl, args.prompts)
     await calibrate(sdk, url, key, tag)
     await bench_delivery(sdk, url, key, tag, args.parallel, args.server_pid)
+    if args.drain_recall:
+        await bench_recall_during_drain(sdk, url, key, tag, [1, args.parallel])
 
 
 async def run(args: Any) -> None:
@@ -450,6 +493,9 @@ def main() -> None:
         "--parallel", type=int, default=DEFAULT_PARALLEL_SESSIONS, help="sessions in flight at once"
     )
     parser.add_argument("--skip-recall", action="store_true", help="measure delivery only")
+    parser.add_argument(
+        "--drain-recall", action="store_true", help="also: recall latency while a backlog drains"
+    )
     parser.add_argument(
         "--server-pid", type=int, help="pid of a local server process: report its CPU time per delivery run"
     )

@@ -15,6 +15,8 @@ them while children come and go:
     --send-log F    every turn handed to add_turns is appended to F (`<pid> <turn id>`), after the
                     store accepted it: an id that appears twice was sent twice, which a server that
                     does not deduplicate would have stored twice
+    --parallel N    the backend declares CONCURRENT_SESSIONS and the worker keeps up to N
+                    sessions' batches in flight at once
 
 Turn ids are `<prefix><session>-<seq>` with sessions `s0`, `s1`... which producers may share; the
 user text names the producer and its sequence number, so the parent can check that each
@@ -33,7 +35,7 @@ from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-from pi_memory_bridge.backends.base import BackendUnavailable, ConversationTurn
+from pi_memory_bridge.backends.base import BackendUnavailable, Capability, ConversationTurn
 from pi_memory_bridge.backends.local import LocalBackend
 from pi_memory_bridge.outbox import BackoffPolicy, DeliveryWorker, Outbox, OutboxSink
 
@@ -71,9 +73,10 @@ class FlakyLocal:
         lose_flag: Path | None,
         send_log: Path | None,
         latency_s: float,
+        concurrent: bool,
     ) -> None:
         self._inner = inner
-        self.capabilities = inner.capabilities
+        self.capabilities = inner.capabilities | ({Capability.CONCURRENT_SESSIONS} if concurrent else set())
         self._down = down_flag
         self._lose = lose_flag
         self._send_log = send_log
@@ -122,9 +125,17 @@ async def main(args: argparse.Namespace) -> int:
         lose_flag=_flag(args.lose_flag),
         send_log=_flag(args.send_log),
         latency_s=args.latency,
+        concurrent=args.parallel > 1,
     )
     retry = BackoffPolicy(base_s=args.retry_base, factor=2.0, cap_s=args.retry_cap, jitter=0.5)
-    worker = DeliveryWorker(outbox, backend, retry=retry, poll_s=args.poll, batch_size=args.batch)  # type: ignore[arg-type]
+    worker = DeliveryWorker(
+        outbox,
+        backend,  # type: ignore[arg-type]
+        retry=retry,
+        poll_s=args.poll,
+        batch_size=args.batch,
+        parallel_sessions=args.parallel,
+    )
     sink = OutboxSink(outbox, on_enqueued=worker.wake)
     worker.start()
     loop = asyncio.get_running_loop()
@@ -170,6 +181,7 @@ def parse(argv: Sequence[str]) -> argparse.Namespace:
     p.add_argument("--lose-flag")
     p.add_argument("--send-log")
     p.add_argument("--latency", type=float, default=0.0)
+    p.add_argument("--parallel", type=int, default=1)
     return p.parse_args(argv)
 
 

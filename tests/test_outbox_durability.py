@@ -101,8 +101,13 @@ def drain(root: Path, *args: object) -> dict[str, int]:
     return done(out)
 
 
+# parallel=3: every session's batch in flight at once (as for MemoryCore), so a kill catches
+# several claims mid-send.
 @pytest.mark.timeout(120)
-def test_sigkill_at_random_points_loses_nothing_acknowledged_and_sends_nothing_twice(tmp_path: Path) -> None:
+@pytest.mark.parametrize("parallel", [1, 3])
+def test_sigkill_at_random_points_loses_nothing_acknowledged_and_sends_nothing_twice(
+    tmp_path: Path, parallel: int
+) -> None:
     root, log = tmp_path / "memory-bridge", tmp_path / "sent.log"
     rng = random.Random(20261129)  # fixed: the kill points are reproducible
     total, acked, kills = 200, [], 0
@@ -110,7 +115,7 @@ def test_sigkill_at_random_points_loses_nothing_acknowledged_and_sends_nothing_t
         start = int(acked[-1].rsplit("-", 1)[1]) + 1 if acked else 0
         child = spawn(
             root, "--start", start, "--count", total - start, "--drain", "--lease", 1.0,
-            "--send-log", log, *CHILD_RETRY_ARGS,
+            "--send-log", log, "--parallel", parallel, *CHILD_RETRY_ARGS,
         )  # fmt: skip
         assert child.stdout is not None
         kill_after = rng.randint(1, 25)
@@ -127,7 +132,7 @@ def test_sigkill_at_random_points_loses_nothing_acknowledged_and_sends_nothing_t
         kills += child.returncode == -signal.SIGKILL
     assert kills >= 8
 
-    assert drain(root, "--send-log", log) == {"pending": 0, "in_flight": 0, "dead": 0}
+    assert drain(root, "--send-log", log, "--parallel", parallel) == {"pending": 0, "in_flight": 0, "dead": 0}
     rows = stored_rows(root)
     stored = Counter(turn_id for turn_id, _, _ in rows)
     assert set(acked) <= set(stored), f"lost: {sorted(set(acked) - set(stored))}"
@@ -208,13 +213,15 @@ def test_an_outage_longer_than_all_retry_steps_across_two_restarts_dead_letters_
 
 
 @pytest.mark.timeout(60)
-def test_lost_responses_and_a_kill_in_between_store_nothing_twice(tmp_path: Path) -> None:
+@pytest.mark.parametrize("parallel", [1, 3])
+def test_lost_responses_and_a_kill_in_between_store_nothing_twice(tmp_path: Path, parallel: int) -> None:
     root, log, lose = tmp_path / "memory-bridge", tmp_path / "sent.log", tmp_path / "lose-responses"
     lose.touch()  # every add_turns stores, then times out
 
     first = spawn(
-        root, "--count", 40, "--run-for", 60, "--send-log", log, "--lose-flag", lose, *CHILD_RETRY_ARGS
-    )
+        root, "--count", 40, "--run-for", 60, "--send-log", log, "--lose-flag", lose, "--parallel", parallel,
+        *CHILD_RETRY_ARGS,
+    )  # fmt: skip
     assert first.stdout is not None
     acked = [line.split()[1] for _, line in zip(range(20), first.stdout, strict=False)]
     first.kill()
@@ -222,7 +229,7 @@ def test_lost_responses_and_a_kill_in_between_store_nothing_twice(tmp_path: Path
     start = int(acked[-1].rsplit("-", 1)[1]) + 1
     second = spawn(
         root, "--start", start, "--count", 40 - start, "--drain", "--send-log", log, "--lose-flag", lose,
-        *CHILD_RETRY_ARGS,
+        "--parallel", parallel, *CHILD_RETRY_ARGS,
     )  # fmt: skip
     out, _ = second.communicate(timeout=30)
     assert second.returncode == 0

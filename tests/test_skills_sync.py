@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
+import sys
 from pathlib import Path
 
 import pytest
@@ -43,6 +45,15 @@ async def drive(flow: Flow, answers: list[Answer]) -> tuple[list[CommandStep], C
         step = await flow.asend(answers.pop(0))
     assert not answers, f"unused answers: {answers}"
     return steps, step
+
+
+LOCK_HOLDER = """
+import fcntl, os, sys, time
+fd = os.open(sys.argv[1], os.O_RDONLY | os.O_DIRECTORY)
+fcntl.flock(fd, fcntl.LOCK_EX)
+print("locked", flush=True)
+time.sleep(60)
+"""
 
 
 def deps(client: FakeSkillClient, tmp_path: Path) -> SyncDeps:
@@ -383,6 +394,86 @@ async def test_server_deletions_removed_only_when_agreed(
     assert "sql-review/" in steps[1].message
     assert (tmp_path / "skills" / "sql-review").exists() is not agree
     assert (tmp_path / "skills" / "go-style").exists()
+
+
+# ---- two syncs at once ----------------------------------------------------------------------------
+
+
+async def confirm_later(flow: Flow, answers: list[Answer]) -> CommandStep:
+    """Run a flow up to its last dialog (the final confirm) and return that dialog, unanswered."""
+    step = await flow.__anext__()
+    for answer in answers:
+        step = await flow.asend(answer)
+    assert step.kind == "confirm", step
+    return step
+
+
+async def test_a_sync_confirmed_while_another_wrote_the_same_skills_writes_nothing_twice(
+    client: FakeSkillClient, tmp_path: Path
+) -> None:
+    first = sync_skills_flow(deps(client, tmp_path), "", has_ui=True)
+    await confirm_later(first, [ALL])
+    await drive(sync_skills_flow(deps(client, tmp_path), "", has_ui=True), [ALL, True])
+    last = await first.asend(True)
+    assert last.message.count("already up to date (synced meanwhile by another Pi)") == 2
+    assert sorted(os.listdir(tmp_path / "skills")) == ["go-style", "sql-review"]
+
+
+async def test_a_name_taken_after_the_confirm_gives_way_to_the_next_free_one(
+    client: FakeSkillClient, tmp_path: Path
+) -> None:
+    flow = sync_skills_flow(deps(client, tmp_path), "", has_ui=True)
+    await confirm_later(flow, [ALL])
+    (tmp_path / "skills" / "go-style").mkdir(parents=True)
+    (tmp_path / "skills" / "go-style" / "SKILL.md").write_text("the user's own")
+    last = await flow.asend(True)
+    assert (tmp_path / "skills" / "go-style" / "SKILL.md").read_text() == "the user's own"
+    assert str(tmp_path / "skills" / "go-style-2" / "SKILL.md") in last.message
+    assert (
+        json.loads((tmp_path / "skills" / "go-style-2" / RECORD).read_text())["server_skill_id"] == "skl-0001"
+    )
+
+
+async def test_an_edit_made_after_the_confirm_is_not_replaced(
+    client: FakeSkillClient, tmp_path: Path
+) -> None:
+    await drive(sync_skills_flow(deps(client, tmp_path), "", has_ui=True), [ALL, True])
+    client.skills[0].version = 2
+    client.skills[1].status = "archived"
+    flow = sync_skills_flow(deps(client, tmp_path), "", has_ui=True)
+    await confirm_later(flow, [ALL, True])  # update go-style, remove sql-review
+    for name in ("go-style", "sql-review"):
+        (tmp_path / "skills" / name / "SKILL.md").write_text("edited meanwhile")
+    last = await flow.asend(True)
+    assert "edited locally since you confirmed" in last.message
+    assert "kept sql-review/: edited locally since you confirmed" in last.message
+    for name in ("go-style", "sql-review"):
+        assert (tmp_path / "skills" / name / "SKILL.md").read_text() == "edited meanwhile"
+
+
+async def test_a_sync_that_cannot_get_the_lock_says_so_and_touches_nothing(
+    client: FakeSkillClient, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    skills = tmp_path / "skills"
+    stage = skills / ".pmb-stage-another-writer"  # another process's write in progress
+    stage.mkdir(parents=True)
+    holder = await asyncio.create_subprocess_exec(
+        sys.executable, "-c", LOCK_HOLDER, str(skills), stdout=asyncio.subprocess.PIPE
+    )
+    try:
+        assert holder.stdout is not None and (await holder.stdout.readline()).strip() == b"locked"
+        monkeypatch.setattr("pi_memory_bridge.skills._sync.LOCK_WAIT_S", 0.2)
+        _, last = await drive(sync_skills_flow(deps(client, tmp_path), "", has_ui=True), [])
+        assert last.level == "warning" and "another skill sync is writing" in last.message
+        assert "Nothing was written" in last.message
+        assert stage.is_dir() and sorted(os.listdir(skills)) == [stage.name]
+    finally:
+        holder.kill()
+        await holder.wait()
+    # the holder is gone (a crash releases the lock too): the next sync proceeds
+    _, last = await drive(sync_skills_flow(deps(client, tmp_path), "", has_ui=True), [ALL, True])
+    assert "FAILED" not in last.message and (skills / "go-style" / "SKILL.md").exists()
+    assert not stage.exists()  # a stage nobody holds the lock for is a leftover
 
 
 async def test_list_failure_writes_nothing(client: FakeSkillClient, tmp_path: Path) -> None:

@@ -8,6 +8,9 @@ removed only when the user agrees, and only if unedited.
 
 Without a UI: list only. `--yes` writes new skills and updates unedited ones, and still never
 touches local edits nor removes anything.
+
+Writing happens under the skills directory's sync lock, re-planned from the directory as it is
+then, because another Pi may have synced (or the user edited) while the dialogs were open.
 """
 
 from __future__ import annotations
@@ -23,16 +26,19 @@ from pi_memory_bridge.protocol import CommandStep
 from pi_memory_bridge.redact import redact_text
 from pi_memory_bridge.skills._atomic import recover
 from pi_memory_bridge.skills._bundle import SKILL_FILE, SkillBundle, SkillBundleError, fetch_bundle
-from pi_memory_bridge.skills._local import SyncedSkill, scan
+from pi_memory_bridge.skills._local import LocalSkills, SyncedSkill, scan
 from pi_memory_bridge.skills._source import RemoteSkillSummary, SkillSource, list_all_skills
 from pi_memory_bridge.skills._sync import (
     Action,
     PlannedSkill,
+    SyncBusy,
     disown,
     install,
     plan_sync,
     remove_synced,
+    replan,
     server_deleted,
+    sync_lock,
 )
 
 ALL = "Sync all of them"
@@ -99,15 +105,65 @@ def _write(deps: SyncDeps, plan: PlannedSkill, bundle: SkillBundle, *, keep_both
     return f"{verb} {_label(plan.remote)} -> {where}{extra}"
 
 
-def _remove(deps: SyncDeps, gone: Sequence[SyncedSkill]) -> list[str]:
+def _remove(deps: SyncDeps, gone: Sequence[SyncedSkill], local: LocalSkills) -> list[str]:
+    current = {s.dir_name: s for s in local.synced}
     lines: list[str] = []
     for skill in gone:
+        now = current.get(skill.dir_name)
+        if now is None or now.record.server_skill_id != skill.record.server_skill_id:
+            lines.append(f"gone already {skill.dir_name}/")
+            continue
+        if now.edited:
+            lines.append(f"kept {skill.dir_name}/: edited locally since you confirmed")
+            continue
         try:
-            remove_synced(deps.skills_dir, skill)
+            remove_synced(deps.skills_dir, now)
             lines.append(f"removed {skill.dir_name}/ (deleted on the server)")
         except OSError as exc:
             lines.append(f"FAILED  removing {skill.dir_name}/: {_error_text(exc)}")
     return lines
+
+
+def _apply(
+    deps: SyncDeps,
+    confirmed: Sequence[PlannedSkill],
+    bundles: dict[str, SkillBundle],
+    keep_both: set[str],
+    removals: Sequence[SyncedSkill] = (),
+) -> tuple[list[str], bool]:
+    """Write (and remove) what the user confirmed, under the lock and re-planned from what is
+    on disk now. Blocking: run it in a thread. Returns the report lines and whether anything
+    changed."""
+    lines: list[str] = []
+    wrote = False
+    with sync_lock(deps.skills_dir):
+        local = scan(deps.skills_dir)
+        fetched = [c for c in confirmed if c.remote.skill_id in bundles]
+        for write in replan(fetched, keep_both, local):
+            if write.skip:
+                lines.append(f"skipped {_label(write.plan.remote)}: {write.skip}")
+                continue
+            bundle = bundles[write.plan.remote.skill_id]
+            line = _write(deps, write.plan, bundle, keep_both=write.keep_both)
+            lines.append(line)
+            wrote = wrote or not line.startswith("FAILED")
+        if removals:
+            removed = _remove(deps, removals, local)
+            lines.extend(removed)
+            wrote = wrote or any(line.startswith("removed") for line in removed)
+    return lines, wrote
+
+
+def _recovered_scan(skills_dir: Path) -> LocalSkills:
+    if not skills_dir.is_dir():
+        return scan(skills_dir)  # nothing to recover, and nothing is created before a write
+    with sync_lock(skills_dir):  # another sync's staging directories are not leftovers
+        recover(skills_dir)
+        return scan(skills_dir)
+
+
+def _busy(exc: SyncBusy) -> CommandStep:
+    return done(f"{_error_text(exc)}; try again in a moment. Nothing was written.", "warning", STATUS_FAILED)
 
 
 def _finish(lines: list[str], *, wrote: bool) -> CommandStep:
@@ -138,8 +194,11 @@ async def sync_skills_flow(deps: SyncDeps, args: str, *, has_ui: bool) -> Flow:
     if not remote:
         yield done("The server has no skills yet; nothing to sync.")
         return
-    await asyncio.to_thread(recover, deps.skills_dir)
-    local = await asyncio.to_thread(scan, deps.skills_dir)
+    try:
+        local = await asyncio.to_thread(_recovered_scan, deps.skills_dir)
+    except SyncBusy as exc:
+        yield _busy(exc)
+        return
     listing = "\n".join(f"{i + 1}. {_label(r)}" for i, r in enumerate(remote))
     header = f"{len(remote)} skill(s) on the server:\n{listing}"
     gone = server_deleted(remote, local)
@@ -155,19 +214,18 @@ async def sync_skills_flow(deps: SyncDeps, args: str, *, has_ui: bool) -> Flow:
             return
         plans = plan_sync(remote, local)
         bundles, lines = await _fetch(source, plans)
-        wrote = False
         for plan in plans:
             if plan.action is Action.UP_TO_DATE:
                 lines.append(f"up to date {_label(plan.remote)}")
             elif plan.action is Action.CONFLICT:
                 lines.append(f"skipped {plan.describe(deps.skills_dir)}; sync interactively to resolve")
-            elif plan.remote.skill_id in bundles:
-                lines.append(
-                    await asyncio.to_thread(
-                        _write, deps, plan, bundles[plan.remote.skill_id], keep_both=False
-                    )
-                )
-                wrote = wrote or not lines[-1].startswith("FAILED")
+        todo = [p for p in plans if p.action in (Action.CREATE, Action.UPDATE)]
+        try:
+            written, wrote = await asyncio.to_thread(_apply, deps, todo, bundles, set())
+        except SyncBusy as exc:
+            yield _busy(exc)
+            return
+        lines[:0] = written
         lines.extend(
             f"not removed {s.dir_name}/: deleted on the server (sync interactively to remove)" for s in gone
         )
@@ -235,24 +293,18 @@ async def sync_skills_flow(deps: SyncDeps, args: str, *, has_ui: bool) -> Flow:
         return
 
     bundles, lines = await _fetch(source, todo)
-    wrote = False
-    for plan in todo:
-        bundle = bundles.get(plan.remote.skill_id)
-        if bundle is None:
-            continue
-        line = await asyncio.to_thread(
-            _write, deps, plan, bundle, keep_both=plan.remote.skill_id in keep_both
+    try:
+        written, wrote = await asyncio.to_thread(
+            _apply, deps, todo, bundles, keep_both, removable if remove else ()
         )
-        lines.append(line)
-        wrote = wrote or not line.startswith("FAILED")
+    except SyncBusy as exc:
+        yield _busy(exc)
+        return
+    lines.extend(written)
     for plan in plans:
         if plan.action is Action.UP_TO_DATE:
             lines.append(f"up to date {_label(plan.remote)}")
         elif plan.action is Action.CONFLICT and plan.remote.skill_id not in keep_both:
             lines.append(f"skipped {plan.describe(deps.skills_dir)}")
-    if remove:
-        removed = await asyncio.to_thread(_remove, deps, removable)
-        lines.extend(removed)
-        wrote = wrote or any(line.startswith("removed") for line in removed)
     lines.extend(f"kept {s.dir_name}/: deleted on the server but edited locally" for s in gone if s.edited)
     yield _finish(lines, wrote=wrote)

@@ -5,13 +5,20 @@ that is a new skill, an update of one we wrote, one already up to date, or a con
 local edit. Names never collide: a skill we synced keeps its directory; every other skill gets its
 sanitised name, or `<name>-2`, `<name>-3`, ... when that is taken by anything (a user's skill,
 another server skill, a file).
+
+Several Pi processes may sync at once. Each takes `sync_lock` to write, and re-plans under it
+(`replan`) from what is on disk then, so two syncs never pick the same new name, never write one
+skill twice under two names, and never replace an edit made after the user confirmed.
 """
 
 from __future__ import annotations
 
+import contextlib
 import enum
+import fcntl
 import os
-from collections.abc import Sequence
+import time
+from collections.abc import Collection, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -29,6 +36,11 @@ from pi_memory_bridge.skills._local import LocalSkills, OwnershipRecord, SyncedS
 from pi_memory_bridge.skills._source import RemoteSkillSummary
 
 _MAX_SUFFIX = 1000
+LOCK_WAIT_S = 30.0
+
+
+class SyncBusy(Exception):
+    """Another process held the skills directory's sync lock for longer than we waited."""
 
 
 class Action(enum.StrEnum):
@@ -101,6 +113,55 @@ def plan_sync(chosen: Sequence[RemoteSkillSummary], local: LocalSkills) -> list[
                 remote, Action.CREATE, name, renamed_from=base if name != base else ""
             )
     return [planned[r.skill_id] for r in chosen if r.skill_id in planned]
+
+
+@dataclass(frozen=True, slots=True)
+class Write:
+    """One confirmed skill as it stands at write time: what to do now, or why not."""
+
+    plan: PlannedSkill  # planned afresh against the directory as it is now
+    keep_both: bool = False
+    skip: str = ""  # not written, and why
+
+
+def replan(confirmed: Sequence[PlannedSkill], keep_both: Collection[str], local: LocalSkills) -> list[Write]:
+    """Re-plan what the user confirmed against the directory as it is now (under `sync_lock`):
+    a skill written meanwhile by another sync is up to date, a name taken meanwhile gives way to
+    the next free one, and a skill edited after the confirmation is skipped unless the user
+    already chose to keep both."""
+    fresh = {p.remote.skill_id: p for p in plan_sync([c.remote for c in confirmed], local)}
+    writes: list[Write] = []
+    for chosen in confirmed:
+        plan = fresh[chosen.remote.skill_id]
+        if plan.action is Action.UP_TO_DATE:
+            writes.append(Write(plan, skip="already up to date (synced meanwhile by another Pi)"))
+        elif plan.action is Action.CONFLICT and chosen.remote.skill_id not in keep_both:
+            writes.append(Write(plan, skip="edited locally since you confirmed; sync again to resolve"))
+        else:
+            writes.append(Write(plan, keep_both=plan.action is Action.CONFLICT))
+    return writes
+
+
+@contextlib.contextmanager
+def sync_lock(skills_dir: Path, *, wait_s: float | None = None, poll_s: float = 0.05) -> Iterator[None]:
+    """Hold the skills directory's sync lock: an flock on the directory itself, so no lock file
+    litters it and a crashed holder releases it. Creates the directory. Raises `SyncBusy` after
+    `wait_s`: the caller says so rather than blocking a command for good."""
+    skills_dir.mkdir(mode=0o755, parents=True, exist_ok=True)
+    fd = os.open(skills_dir, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        deadline = time.monotonic() + (LOCK_WAIT_S if wait_s is None else wait_s)
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() >= deadline:
+                    raise SyncBusy(f"another skill sync is writing into {skills_dir}") from None
+                time.sleep(poll_s)
+        yield
+    finally:
+        os.close(fd)  # closing releases the lock
 
 
 def server_deleted(all_remote: Sequence[RemoteSkillSummary], local: LocalSkills) -> list[SyncedSkill]:

@@ -7,6 +7,7 @@ otherwise (CI covers the same rules with fakes in tests/test_skills_*.py).
 
 from __future__ import annotations
 
+import contextlib
 import os
 import uuid
 from collections.abc import Iterator
@@ -36,15 +37,21 @@ def server_skill() -> Iterator[tuple[str, str, object]]:
         "tencentdb_agent_memory.v3", reason="the official MemoryCore SDK is not installed"
     )
     client = v3.SkillClient(URL, KEY, "default", team_id=TEAM, agent_id=AGENT, user_id=USER)
-    name = f"node-build-oom-triage-{uuid.uuid4().hex[:6]}"
+    token = uuid.uuid4().hex[:6]
+    name = f"node-build-oom-triage-{token}"
     body = (
-        f"---\nname: {name}\ndescription: Triage Node build out-of-memory crashes.\n---\n"
+        f"---\nname: {name}\ndescription: Triage Node build out-of-memory crashes (run {token}).\n---\n"
         "# Node build OOM triage\n1. Raise the heap: NODE_OPTIONS=--max-old-space-size=4096\n"
         "2. Find the step that leaks with --heap-prof.\n"
     )
     created = client.create(name=name, content=body)
     skill_id = str(created.get("skill_id") or created.get("data", {}).get("skill_id"))
     yield name, skill_id, client
+    # Leave the server as found: a later run's search must not rank this run's twin first.
+    with contextlib.suppress(Exception):
+        current = client.get(skill_id)
+        version = (current.get("data") or current).get("version")
+        client.delete(skill_id, expected_version=int(version))
 
 
 def _configure(env: PiEnv) -> None:
@@ -81,7 +88,9 @@ def test_search_read_sync_and_a_local_edit(pi_env: PiEnv, fake_model: FakeModel,
 
     rpc = pi_env.start_rpc(extensions=[SHIM])
     found = _tool_text(
-        rpc.prompt_and_settle('CALL_TOOL tdai_skill_search {"query": "node build out of memory"}')
+        rpc.prompt_and_settle(
+            f'CALL_TOOL tdai_skill_search {{"query": "node build out of memory {name.rsplit("-", 1)[1]}"}}'
+        )
     )
     assert f"skill_id: {skill_id}" in found  # the id the read tool needs
     read = _tool_text(rpc.prompt_and_settle(f'CALL_TOOL tdai_skill_read {{"skill_id": "{skill_id}"}}'))

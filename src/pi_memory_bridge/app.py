@@ -24,7 +24,17 @@ from pi_memory_bridge.capture import CaptureSink, DirectSink, prepare_capture
 from pi_memory_bridge.commands.flows import Flow, FlowRegistry, UnknownFlow, done
 from pi_memory_bridge.commands.forget import ForgetDeps, forget_flow
 from pi_memory_bridge.commands.outbox_ops import OutboxDeps, describe_counts, outbox_flow
-from pi_memory_bridge.commands.status import Problem, StatusReport, render_status
+from pi_memory_bridge.commands.status import (
+    Problem,
+    StatusReport,
+    config_problems,
+    describe_budget,
+    describe_identity,
+    describe_last_recall,
+    outbox_problems,
+    render_status,
+    sdk_problems,
+)
 from pi_memory_bridge.config import LoadedConfig, data_dir, default_agent_dir
 from pi_memory_bridge.delivery import CaptureDelivery, footer_for
 from pi_memory_bridge.handshake import handshake
@@ -90,10 +100,6 @@ class CaptureStats:
         if self.failures:
             text += f", {self.failures} failed (last: {self.last_error})"
         return text
-
-
-def _mask(value: str) -> str:
-    return value if len(value) <= 12 else f"{value[:8]}…{value[-4:]}"
 
 
 def _links(entries: list[EntryRef]) -> list[EntryLink]:
@@ -520,87 +526,11 @@ class Sidecar:
 
     async def status_report(self, pi_session_id: str = "") -> StatusReport:
         loaded = self.loaded
-        problems: list[Problem] = []
-        counts: dict[str, int] = {}
-        backend_ok = False
-        detail = ""
-        if loaded is not None:
-            for cp in loaded.problems:
-                problems.append(Problem(str(cp), "edit the file named above, then run /reload"))
-        if self.backend is not None:
-            try:
-                st = await self.backend.status()
-                backend_ok, detail, counts = st.ok, st.detail, dict(st.counts)
-                problems.extend(Problem(x, "see the log file for details") for x in st.problems)
-            except BackendError as exc:
-                detail = redact_text(str(exc)).text
-                problems.append(Problem(f"backend status failed: {detail}", "see the log file"))
-        elif loaded is not None and loaded.config.enabled:
-            detail = self.backend_error or "not opened"
-            problems.append(
-                Problem(
-                    f"backend unavailable: {detail}", "run `pi-memory-bridge doctor` for the details and fix"
-                )
-            )
-        outbox = "off (capture disabled)"
-        if self.delivery is not None:
-            try:
-                queued = await self.delivery.counts()
-                outbox = describe_counts(queued, self.delivery.pause_reason)
-                if queued.dead:
-                    problems.append(
-                        Problem(
-                            f"{queued.dead} capture record(s) were rejected by the backend",
-                            "see `/tdai-memory-outbox list dead`, then requeue or purge them",
-                        )
-                    )
-                if queued.quarantined:
-                    problems.append(
-                        Problem(
-                            f"{queued.quarantined} outbox record(s) were unreadable and set aside",
-                            "see `/tdai-memory-outbox list quarantined`; purge them when done",
-                        )
-                    )
-                if self.delivery.pause_reason:
-                    problems.append(
-                        Problem(
-                            f"delivery is paused: {self.delivery.pause_reason}",
-                            "fix the backend configuration, then `/tdai-memory-outbox flush`",
-                        )
-                    )
-            except BackendError as exc:
-                outbox = f"unreadable: {redact_text(str(exc)).text}"
-                problems.append(Problem(outbox, "see the log file"))
-        elif self.delivery_error:
-            outbox = f"unavailable: {self.delivery_error}"
-            problems.append(
-                Problem(
-                    f"outbox unavailable: {self.delivery_error}",
-                    "check the data directory's permissions and free space",
-                )
-            )
+        problems = config_problems(loaded)
+        backend_ok, detail, counts = await self._backend_status(problems)
+        outbox = await self._outbox_status(problems)
         sdk = sdk_state()
-        if loaded is not None and loaded.config.backend == "memorycore" and not sdk.startswith("installed"):
-            problems.append(
-                Problem("the MemoryCore SDK is not installed", f"install it: {sdk_install_command()}")
-            )
-        ident = self.sessions.get(pi_session_id)
-        identity = (
-            f"{_mask(ident.memory_session_id)} (branch {ident.branch})" if ident else "no active session"
-        )
-        if loaded is not None:
-            r = loaded.config.recall
-            budget = (
-                f"{'on' if r.enabled else 'off'}, deadline {r.deadline_ms} ms, L0 {r.l0_limit} / "
-                f"L1 {r.l1_limit} / L2 {r.l2_limit} / Skill {r.skill_limit}, {r.max_chars} chars"
-            )
-        else:
-            budget = "not loaded"
-        last = "none yet"
-        if self.last_recall is not None:
-            lr = self.last_recall
-            parts = ", ".join(f"{x.layer} {x.state} {x.ms:.0f} ms" for x in lr.layers)
-            last = f"{lr.outcome} in {lr.elapsed_ms:.0f} ms, {lr.chars} chars ({parts})"
+        problems += sdk_problems(loaded, sdk.startswith("installed"), sdk_install_command())
         return StatusReport(
             version=__version__,
             protocol=PROTOCOL_VERSION,
@@ -609,13 +539,55 @@ class Sidecar:
             backend_ok=backend_ok,
             backend_detail=detail,
             counts=counts,
-            identity=identity,
+            identity=describe_identity(self.sessions.get(pi_session_id)),
             config_sources=tuple(s.path or s.kind for s in loaded.sources) if loaded else (),
-            recall_budget=budget,
-            last_recall=last,
+            recall_budget=describe_budget(loaded),
+            last_recall=describe_last_recall(self.last_recall),
             capture=self.capture_stats.describe(),
             outbox=outbox,
             sdk=sdk,
             log_file=str(self.log_file) if self.log_file else "stderr only",
             problems=tuple(problems),
         )
+
+    async def _backend_status(self, problems: list[Problem]) -> tuple[bool, str, dict[str, int]]:
+        """(ok, detail, counts) of the backend; what is wrong goes into `problems`."""
+        if self.backend is None:
+            if self.loaded is None or not self.loaded.config.enabled:
+                return False, "", {}
+            detail = self.backend_error or "not opened"
+            problems.append(
+                Problem(
+                    f"backend unavailable: {detail}", "run `pi-memory-bridge doctor` for the details and fix"
+                )
+            )
+            return False, detail, {}
+        try:
+            st = await self.backend.status()
+        except BackendError as exc:
+            detail = redact_text(str(exc)).text
+            problems.append(Problem(f"backend status failed: {detail}", "see the log file"))
+            return False, detail, {}
+        problems.extend(Problem(x, "see the log file for details") for x in st.problems)
+        return st.ok, st.detail, dict(st.counts)
+
+    async def _outbox_status(self, problems: list[Problem]) -> str:
+        """The outbox line of the report; what is wrong goes into `problems`."""
+        if self.delivery is None:
+            if not self.delivery_error:
+                return "off (capture disabled)"
+            problems.append(
+                Problem(
+                    f"outbox unavailable: {self.delivery_error}",
+                    "check the data directory's permissions and free space",
+                )
+            )
+            return f"unavailable: {self.delivery_error}"
+        try:
+            queued = await self.delivery.counts()
+        except BackendError as exc:
+            line = f"unreadable: {redact_text(str(exc)).text}"
+            problems.append(Problem(line, "see the log file"))
+            return line
+        problems += outbox_problems(queued, self.delivery.pause_reason)
+        return describe_counts(queued, self.delivery.pause_reason)

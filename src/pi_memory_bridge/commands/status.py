@@ -1,8 +1,17 @@
-"""`/tdai-memory-status`: a report that tells the truth, each problem with the fix to try."""
+"""`/tdai-memory-status`: a report that tells the truth, each problem with the fix to try.
+
+The sidecar gathers the live facts (backend status, outbox counts); the pure helpers here turn
+them into the report's lines and problems.
+"""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+
+from pi_memory_bridge.config import LoadedConfig
+from pi_memory_bridge.identity import BranchIdentity
+from pi_memory_bridge.outbox import OutboxCounts
+from pi_memory_bridge.recall import RecallOutcome
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,3 +96,68 @@ def render_status(report: StatusReport) -> str:
             lines.append(f"  - {p.what}")
             lines.append(f"    fix: {p.fix}")
     return "\n".join(lines)
+
+
+def config_problems(loaded: LoadedConfig | None) -> list[Problem]:
+    if loaded is None:
+        return []
+    return [Problem(str(cp), "edit the file named above, then run /reload") for cp in loaded.problems]
+
+
+def outbox_problems(counts: OutboxCounts, pause_reason: str | None) -> list[Problem]:
+    problems: list[Problem] = []
+    if counts.dead:
+        problems.append(
+            Problem(
+                f"{counts.dead} capture record(s) were rejected by the backend",
+                "see `/tdai-memory-outbox list dead`, then requeue or purge them",
+            )
+        )
+    if counts.quarantined:
+        problems.append(
+            Problem(
+                f"{counts.quarantined} outbox record(s) were unreadable and set aside",
+                "see `/tdai-memory-outbox list quarantined`; purge them when done",
+            )
+        )
+    if pause_reason:
+        problems.append(
+            Problem(
+                f"delivery is paused: {pause_reason}",
+                "fix the backend configuration, then `/tdai-memory-outbox flush`",
+            )
+        )
+    return problems
+
+
+def sdk_problems(loaded: LoadedConfig | None, sdk_installed: bool, install_command: str) -> list[Problem]:
+    if loaded is None or loaded.config.backend != "memorycore" or sdk_installed:
+        return []
+    return [Problem("the MemoryCore SDK is not installed", f"install it: {install_command}")]
+
+
+def mask(value: str) -> str:
+    return value if len(value) <= 12 else f"{value[:8]}…{value[-4:]}"
+
+
+def describe_identity(identity: BranchIdentity | None) -> str:
+    if identity is None:
+        return "no active session"
+    return f"{mask(identity.memory_session_id)} (branch {identity.branch})"
+
+
+def describe_budget(loaded: LoadedConfig | None) -> str:
+    if loaded is None:
+        return "not loaded"
+    r = loaded.config.recall
+    return (
+        f"{'on' if r.enabled else 'off'}, deadline {r.deadline_ms} ms, L0 {r.l0_limit} / "
+        f"L1 {r.l1_limit} / L2 {r.l2_limit} / Skill {r.skill_limit}, {r.max_chars} chars"
+    )
+
+
+def describe_last_recall(last: RecallOutcome | None) -> str:
+    if last is None:
+        return "none yet"
+    parts = ", ".join(f"{x.layer} {x.state} {x.ms:.0f} ms" for x in last.layers)
+    return f"{last.outcome} in {last.elapsed_ms:.0f} ms, {last.chars} chars ({parts})"

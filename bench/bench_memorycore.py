@@ -26,7 +26,8 @@ on CPU for most of a run sets the pace, whatever the client does.
 With no --url the fake MemoryCore (tests/memorycore_fake.py) runs on 127.0.0.1 with a cost model
 taken from reference/perf-anchors.md (uncontended per-request server times: conversation/search
 10.6 ms, atomic/search 9.2, core/read 1.9, scenario/ls 2.0; reads and queries assumed 2.0; adds
-2.0 + 0.3 per message, an assumption), one request at a time like the Node server. With --url
+as measured on the real server: 8 ms + 0.6 ms per message + 0.65 us per message per stored L0
+row), one request at a time like the Node server. With --url
 the real server is used; a fresh team/agent/user scope is seeded first (and L1/L2/L3 awaited).
 Uses the official SDK when installed (else the fake SDK, for the fake server only).
 """
@@ -82,9 +83,13 @@ ANCHOR_COSTS_MS = {
     "/v3/scenario/ls": 2.0,
     "/v3/scenario/read": 2.0,
     "/v3/conversation/query": 2.0,
-    "/v3/conversation/add": 2.0,
+    "/v3/conversation/add": 8.0,
 }
-ADD_COST_PER_MESSAGE_MS = 0.3
+# Measured on the loopback server (no embedding service) with this bench's calibration and the
+# server's own log: about 8 ms per add, 0.6 ms per message on an empty instance, plus 0.65 us per
+# message for every L0 row the instance holds (10.5 ms per message at 16,000 rows).
+ADD_COST_PER_MESSAGE_MS = 0.6
+ADD_COST_PER_MESSAGE_PER_ROW_MS = 0.00065
 
 TOPICS = [
     ("Go backend", "named constants instead of magic numbers", "go-backend-style.md"),
@@ -432,6 +437,7 @@ def _run_fake(conn: Connection, scope: Scope) -> None:
     fake = FakeMemoryCore()
     fake.cost_ms.update(ANCHOR_COSTS_MS)
     fake.cost_per_message_ms = ADD_COST_PER_MESSAGE_MS
+    fake.cost_per_message_per_row_ms = ADD_COST_PER_MESSAGE_PER_ROW_MS
     seed_fake_layers(fake, scope)
     with serve(fake) as url:
         conn.send(url)

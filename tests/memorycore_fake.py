@@ -197,6 +197,9 @@ class FakeMemoryCore:
         self.requests: list[RequestRecord] = []
         self.cost_ms: dict[str, float] = {}
         self.cost_per_message_ms = 0.0  # added to a request's cost per message it carries
+        # ... and this much more per message for every L0 row already stored: MemoryCore's FTS5
+        # delete by an UNINDEXED column scans the whole table for each message it adds
+        self.cost_per_message_per_row_ms = 0.0
         self._faults: deque[Fault] = deque()
         self._state = threading.Lock()
         self._cpu = threading.Lock()  # one request at a time, like the single Node thread
@@ -287,7 +290,8 @@ class FakeMemoryCore:
             return _error(400, "Invalid JSON body", request_id)
         cost = self.cost_ms.get(path, 0.0)
         if isinstance(payload.get("messages"), list):
-            cost += self.cost_per_message_ms * len(payload["messages"])
+            per_message = self.cost_per_message_ms + self.cost_per_message_per_row_ms * len(self.l0)
+            cost += per_message * len(payload["messages"])
         with self._cpu:
             if cost:
                 time.sleep(cost / 1000)

@@ -22,7 +22,7 @@ Each message we send carries a deterministic instant (turn `created_at` + per-me
 whose (instant, role, content) is already there, so resending after a lost response, a timeout or
 a crash stores nothing twice. The same read answers `stored_turns`. The check costs one small
 query per session per call, skipped when the caller says it is a first attempt (the outbox knows
-whether a record was ever possibly sent); a false "already stored" needs a stored row with the
+whether a record was ever tried); a false "already stored" needs a stored row with the
 same session, millisecond, role and text, which is the same message in every observable way.
 
 **Throughput.** The server spends most of an add per message (an FTS write, and an embedding

@@ -32,8 +32,11 @@ def _memorycore_config() -> dict[str, object]:
     ids = {
         kind: os.environ.get(f"PI_MEMORY_BRIDGE_E2E_MEMORYCORE_{kind.upper()}_ID", "").strip()
         or f"{kind}-pi-{run}"
-        for kind in ("team", "agent", "user")
+        for kind in ("team", "agent")
     }
+    # L0 and L1 are per user: a user of its own keeps earlier runs' turns (on a server reused
+    # across runs) from outranking this run's in a recall of only the first few hits.
+    ids["user"] = f"user-pi-{run}"
     return {
         "backend": "memorycore",
         "memorycore": {
@@ -51,9 +54,6 @@ def test_a_pi_turn_reaches_memorycore_and_is_recalled_in_a_new_session(
 ) -> None:
     use_bridge(pi_env, config=_memorycore_config())
     pi_env.extra_env["TDAI_MEMORY_GATEWAY_API_KEY"] = KEY
-    user_key = os.environ.get("PI_MEMORY_BRIDGE_E2E_MEMORYCORE_USER_KEY", "").strip()
-    if user_key:
-        pi_env.extra_env["TDAI_MEMORY_USER_KEY"] = user_key
     marker = f"quartz-{uuid.uuid4().hex[:6]}"
     fake_model.script(TextReply(f"Noted: the release train is called {marker}."))
     first = pi_env.run_print(

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import secrets
 import time
-from collections.abc import AsyncGenerator
+from collections.abc import AsyncGenerator, Sequence
 from dataclasses import dataclass
 
 from pi_memory_bridge.protocol import CommandStep
@@ -46,14 +46,14 @@ class FlowRegistry:
 
     async def _advance(self, flow_id: str, flow: Flow, answer: Answer, *, first: bool) -> CommandStep:
         try:
-            step = await (flow.__anext__() if first else flow.asend(answer))
+            shown = await (flow.__anext__() if first else flow.asend(answer))
         except StopAsyncIteration:
             return CommandStep(kind="done")
-        if step.kind == "done":
+        if shown.kind == "done":
             await flow.aclose()
-            return step
+            return shown
         self._pending[flow_id] = _Pending(flow, time.monotonic() + FLOW_TTL_S)
-        return step.model_copy(update={"flow_id": flow_id})
+        return shown.model_copy(update={"flow_id": flow_id})
 
     def _expire(self) -> None:
         now = time.monotonic()
@@ -64,4 +64,19 @@ class FlowRegistry:
 def done(message: str, level: str = "info", status_text: str | None = None) -> CommandStep:
     return CommandStep.model_validate(
         {"kind": "done", "message": message, "level": level, "statusText": status_text}
+    )
+
+
+def step(
+    kind: str, title: str, message: str = "", options: Sequence[str] = (), placeholder: str = ""
+) -> CommandStep:
+    """A dialog for the shim to show: confirm, select (from `options`) or input."""
+    return CommandStep.model_validate(
+        {
+            "kind": kind,
+            "title": title,
+            "message": message,
+            "options": list(options),
+            "placeholder": placeholder,
+        }
     )

@@ -13,8 +13,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from pi_memory_bridge.backends.base import BackendError, Capability, DeleteReport, MemoryBackend
-from pi_memory_bridge.commands.flows import Answer, Flow, done
-from pi_memory_bridge.protocol import CommandStep
+from pi_memory_bridge.commands.flows import Answer, Flow, done, step
 from pi_memory_bridge.redact import redact_text
 
 SEARCH_LIMIT = 20
@@ -89,12 +88,6 @@ async def _search_l0(backend: MemoryBackend, query: str) -> list[ForgetCandidate
     ]
 
 
-def _step(kind: str, title: str, message: str = "", options: Sequence[str] = ()) -> CommandStep:
-    return CommandStep.model_validate(
-        {"kind": kind, "title": title, "message": message, "options": list(options)}
-    )
-
-
 async def forget_flow(deps: ForgetDeps, query: str, *, has_ui: bool) -> Flow:
     query = query.strip()
     if not query:
@@ -117,7 +110,7 @@ async def forget_flow(deps: ForgetDeps, query: str, *, has_ui: bool) -> Flow:
         yield done(f"{header}\nNo interactive UI here, so nothing was deleted. Run /tdai-memory-forget in "
                    "interactive Pi or `pi-memory-bridge forget` in a terminal.", "warning")  # fmt: skip
         return
-    choice: Answer = yield _step(
+    choice: Answer = yield step(
         "select", f"Forget: {len(found)} item(s) match", header, [ALL, CHOOSE, CANCEL]
     )
     chosen: list[ForgetCandidate]
@@ -126,7 +119,7 @@ async def forget_flow(deps: ForgetDeps, query: str, *, has_ui: bool) -> Flow:
     elif choice == CHOOSE:
         chosen = []
         for i, cand in enumerate(found):
-            keep: Answer = yield _step("confirm", f"Forget item {i + 1} of {len(found)}?", cand.preview())
+            keep: Answer = yield step("confirm", f"Forget item {i + 1} of {len(found)}?", cand.preview())
             if keep is True:
                 chosen.append(cand)
     else:
@@ -136,7 +129,7 @@ async def forget_flow(deps: ForgetDeps, query: str, *, has_ui: bool) -> Flow:
         yield done("Nothing chosen: nothing was deleted.")
         return
     summary = "\n".join(c.preview() for c in chosen)
-    sure: Answer = yield _step("confirm", f"Delete {len(chosen)} item(s)? This cannot be undone.", summary)
+    sure: Answer = yield step("confirm", f"Delete {len(chosen)} item(s)? This cannot be undone.", summary)
     if sure is not True:
         yield done("Not confirmed: nothing was deleted.")
         return

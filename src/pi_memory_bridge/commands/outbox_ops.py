@@ -13,7 +13,7 @@ import asyncio
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
-from pi_memory_bridge.commands.flows import Answer, Flow, done
+from pi_memory_bridge.commands.flows import Answer, Flow, done, step
 from pi_memory_bridge.outbox import (
     ALL,
     AllRecords,
@@ -23,7 +23,6 @@ from pi_memory_bridge.outbox import (
     OutboxEntry,
     RecordState,
 )
-from pi_memory_bridge.protocol import CommandStep
 from pi_memory_bridge.redact import redact_text
 
 USAGE = (
@@ -137,9 +136,7 @@ async def outbox_flow(deps: OutboxDeps, args: str, *, has_ui: bool) -> Flow:
         if isinstance(sel, list):
             resolved = await asyncio.to_thread(_resolve, outbox, sel, states)
             targets, what = resolved, f"{len(resolved)} record(s)"
-        sure: Answer = yield CommandStep.model_validate(
-            {"kind": "confirm", "title": f"Purge {what}?", "message": "They will never be delivered."}
-        )
+        sure: Answer = yield step("confirm", f"Purge {what}?", "They will never be delivered.")
         if sure is not True:
             yield done("Not confirmed: nothing was purged.")
             return

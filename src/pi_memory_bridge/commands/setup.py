@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -27,7 +27,7 @@ from pi_memory_bridge.backends.memorycore import (
 )
 from pi_memory_bridge.commands._setup_config import ExistingConfig, merged_config, preview, read_existing
 from pi_memory_bridge.commands._setup_directory import Agent, Directory, Team, VerifiedUser
-from pi_memory_bridge.commands.flows import Answer, Flow, done
+from pi_memory_bridge.commands.flows import Answer, Flow, done, step
 from pi_memory_bridge.config import (
     MemoryCoreSettings,
     endpoint_problem,
@@ -75,20 +75,6 @@ class SetupDeps:
 
 class _Cancelled(Exception):
     pass
-
-
-def _step(
-    kind: str, title: str, message: str = "", options: Sequence[str] = (), placeholder: str = ""
-) -> CommandStep:
-    return CommandStep.model_validate(
-        {
-            "kind": kind,
-            "title": title,
-            "message": message,
-            "options": list(options),
-            "placeholder": placeholder,
-        }
-    )
 
 
 def _text(answer: Answer) -> str | None:
@@ -141,7 +127,7 @@ async def setup_flow(deps: SetupDeps, *, has_ui: bool) -> Flow:
     endpoint: str | None = None
     note = INTRO
     while endpoint is None:
-        typed = _text((yield _step("input", "MemoryCore endpoint URL", note, placeholder=ENDPOINT_EXAMPLE)))
+        typed = _text((yield step("input", "MemoryCore endpoint URL", note, placeholder=ENDPOINT_EXAMPLE)))
         if not typed:
             yield done(CANCELLED, "warning", "memory: setup incomplete")
             return
@@ -153,7 +139,7 @@ async def setup_flow(deps: SetupDeps, *, has_ui: bool) -> Flow:
     service_id: str | None = None
     note = ""
     while service_id is None:
-        answer: Answer = yield _step(
+        answer: Answer = yield step(
             "input",
             f'MemoryCore service id (usually "{DEFAULT_SERVICE_ID}")',
             note,
@@ -173,7 +159,7 @@ async def setup_flow(deps: SetupDeps, *, has_ui: bool) -> Flow:
     note = "Give the path of the file that holds your MemoryCore user key (never the key itself)."
     while user_key is None:
         typed = _text(
-            (yield _step("input", "User key file", note, placeholder="~/.config/memorycore/user-key"))
+            (yield step("input", "User key file", note, placeholder="~/.config/memorycore/user-key"))
         )
         if not typed:
             yield done(CANCELLED, "warning", "memory: setup incomplete")
@@ -181,7 +167,7 @@ async def setup_flow(deps: SetupDeps, *, has_ui: bool) -> Flow:
         user_key, problem_text = _read_key(deps, typed)
         note = f"Cannot use that file: {problem_text}" if problem_text else ""
     gateway_key: _KeyChoice | None = None
-    choice: Answer = yield _step(
+    choice: Answer = yield step(
         "select",
         "Gateway API key",
         "Does the MemoryCore gateway need its own API key?",
@@ -190,7 +176,7 @@ async def setup_flow(deps: SetupDeps, *, has_ui: bool) -> Flow:
     if choice == GATEWAY_FILE:
         note = "Give the path of the file that holds the gateway API key (never the key itself)."
         while gateway_key is None:
-            answer = yield _step(
+            answer = yield step(
                 "input", "Gateway API key file", note, placeholder="~/.config/memorycore/gateway-key"
             )
             typed = _text(answer)
@@ -235,7 +221,7 @@ async def setup_flow(deps: SetupDeps, *, has_ui: bool) -> Flow:
             return
         labels = {t.label(): t for t in teams}
         team: Team
-        picked: Answer = yield _step(
+        picked: Answer = yield step(
             "select",
             "MemoryCore team",
             f"Signed in as {user.username or user.user_id} ({user.user_id}). "
@@ -243,7 +229,7 @@ async def setup_flow(deps: SetupDeps, *, has_ui: bool) -> Flow:
             [*labels, CREATE_TEAM],
         )
         if picked == CREATE_TEAM:
-            name = _text((yield _step("input", "Name for the new team", "", placeholder="Pi")))
+            name = _text((yield step("input", "Name for the new team", "", placeholder="Pi")))
             if not name:
                 yield done(CANCELLED, "warning", "memory: setup incomplete")
                 return
@@ -270,14 +256,14 @@ async def setup_flow(deps: SetupDeps, *, has_ui: bool) -> Flow:
         agent_labels = {a.label(): a for a in agents}
         agent: Agent | None = None
         while agent is None:
-            picked = yield _step(
+            picked = yield step(
                 "select",
                 "MemoryCore agent",
                 f"Team {team.label()}. Memory lives per agent; a private agent keeps it yours.",
                 [CREATE_AGENT, *agent_labels],
             )
             if picked == CREATE_AGENT:
-                answer = yield _step(
+                answer = yield step(
                     "input",
                     f'Name for the new private agent (e.g. "{DEFAULT_AGENT_NAME}")',
                     "",
@@ -301,7 +287,7 @@ async def setup_flow(deps: SetupDeps, *, has_ui: bool) -> Flow:
                 if candidate.private:
                     agent = candidate
                     continue
-                sure: Answer = yield _step(
+                sure: Answer = yield step(
                     "confirm",
                     "Use a team-visible agent?",
                     f"{candidate.label()} is not private ({candidate.visibility or 'unknown'} visibility): "
@@ -342,7 +328,7 @@ async def setup_flow(deps: SetupDeps, *, has_ui: bool) -> Flow:
         new_config = merged_config(existing.config, settings)
         warnings = [w for w in (user_key.warning, gateway_key.warning if gateway_key else None) if w]
         summary = _summary(user, team, agent, access, warnings, existing)
-        sure = yield _step(
+        sure = yield step(
             "confirm",
             f"Write this configuration to {existing.path}?",
             f"{summary}\n\n{preview(existing, new_config)}",

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from pi_memory_bridge.backends.base import BackendError
-from pi_memory_bridge.commands.flows import Answer, Flow, done
+from pi_memory_bridge.commands.flows import Answer, Flow, done, step
 from pi_memory_bridge.protocol import CommandStep
 from pi_memory_bridge.redact import redact_text
 from pi_memory_bridge.skills._atomic import recover
@@ -56,12 +56,6 @@ class SyncDeps:
     source: SkillSource | None
     source_problem: str  # why there is no source (e.g. the local backend has no skills)
     skills_dir: Path  # <agent-dir>/skills
-
-
-def _step(kind: str, title: str, message: str = "", options: Sequence[str] = ()) -> CommandStep:
-    return CommandStep.model_validate(
-        {"kind": kind, "title": title, "message": message, "options": list(options)}
-    )
 
 
 def _label(remote: RemoteSkillSummary) -> str:
@@ -232,7 +226,7 @@ async def sync_skills_flow(deps: SyncDeps, args: str, *, has_ui: bool) -> Flow:
         yield _finish(lines, wrote=wrote)
         return
 
-    choice: Answer = yield _step(
+    choice: Answer = yield step(
         "select", f"Sync skills into {deps.skills_dir}", header, [ALL, CHOOSE, CANCEL]
     )
     chosen: list[RemoteSkillSummary]
@@ -241,7 +235,7 @@ async def sync_skills_flow(deps: SyncDeps, args: str, *, has_ui: bool) -> Flow:
     elif choice == CHOOSE:
         chosen = []
         for i, item in enumerate(remote):
-            pick: Answer = yield _step("confirm", f"Sync skill {i + 1} of {len(remote)}?", _label(item))
+            pick: Answer = yield step("confirm", f"Sync skill {i + 1} of {len(remote)}?", _label(item))
             if pick is True:
                 chosen.append(item)
     else:
@@ -255,7 +249,7 @@ async def sync_skills_flow(deps: SyncDeps, args: str, *, has_ui: bool) -> Flow:
     keep_both: set[str] = set()
     for plan in plans:
         if plan.action is Action.CONFLICT:
-            answer: Answer = yield _step(
+            answer: Answer = yield step(
                 "select",
                 f"{plan.dir_name} was edited locally",
                 f"{plan.describe(deps.skills_dir)}.\nKeep both writes the server version as "
@@ -268,7 +262,7 @@ async def sync_skills_flow(deps: SyncDeps, args: str, *, has_ui: bool) -> Flow:
     remove = False
     if removable:
         names = ", ".join(f"{s.dir_name}/" for s in removable)
-        answer = yield _step("confirm", f"Remove {len(removable)} skill(s) deleted on the server?", names)
+        answer = yield step("confirm", f"Remove {len(removable)} skill(s) deleted on the server?", names)
         remove = answer is True
 
     todo = [p for p in plans if p.action in (Action.CREATE, Action.UPDATE) or p.remote.skill_id in keep_both]
@@ -285,7 +279,7 @@ async def sync_skills_flow(deps: SyncDeps, args: str, *, has_ui: bool) -> Flow:
     ]
     if remove:
         summary += [f"remove {deps.skills_dir / s.dir_name}/ (deleted on the server)" for s in removable]
-    sure: Answer = yield _step(
+    sure: Answer = yield step(
         "confirm", f"Write {len(todo)} skill(s) into {deps.skills_dir}?", "\n".join(summary)
     )
     if sure is not True:

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from pi_memory_bridge.app import Sidecar
-from pi_memory_bridge.protocol import InitializeParams, RecallParams, TurnSettledParams
+from pi_memory_bridge.sidecar.protocol import InitializeParams, RecallParams, TurnSettledParams
 
 DEADLINE_MS = 600
 

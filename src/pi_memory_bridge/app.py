@@ -20,7 +20,8 @@ from typing import Any
 from pi_memory_bridge._version import PROTOCOL_VERSION, __version__
 from pi_memory_bridge.backends.base import BackendError, ConversationTurn, MemoryBackend
 from pi_memory_bridge.backends.factory import open_backend
-from pi_memory_bridge.capture import CaptureSink, DirectSink, prepare_capture
+from pi_memory_bridge.capture.identity import BranchIdentity, EntryLink, derive_branch
+from pi_memory_bridge.capture.prepare import CaptureSink, DirectSink, prepare_capture
 from pi_memory_bridge.commands.flows import Flow, FlowRegistry, UnknownFlow, done
 from pi_memory_bridge.commands.forget import ForgetDeps, forget_flow
 from pi_memory_bridge.commands.outbox_ops import OutboxDeps, describe_counts, outbox_flow
@@ -36,11 +37,13 @@ from pi_memory_bridge.commands.status import (
     sdk_problems,
 )
 from pi_memory_bridge.config import LoadedConfig, data_dir, default_agent_dir
-from pi_memory_bridge.delivery import CaptureDelivery, footer_for
-from pi_memory_bridge.handshake import handshake
-from pi_memory_bridge.identity import BranchIdentity, EntryLink, derive_branch
 from pi_memory_bridge.outbox import OutboxCounts
-from pi_memory_bridge.protocol import (
+from pi_memory_bridge.outbox.delivery import CaptureDelivery, footer_for
+from pi_memory_bridge.recall import Layer, RecallBudget, RecallOutcome, recall
+from pi_memory_bridge.redact import redact_text
+from pi_memory_bridge.rpc.errors import InvalidParams
+from pi_memory_bridge.sidecar.handshake import handshake
+from pi_memory_bridge.sidecar.protocol import (
     CommandAnswerParams,
     CommandRunParams,
     CommandStep,
@@ -57,10 +60,7 @@ from pi_memory_bridge.protocol import (
     TurnSettledParams,
     TurnSettledResult,
 )
-from pi_memory_bridge.recall import Layer, RecallBudget, RecallOutcome, recall
-from pi_memory_bridge.redact import redact_text
-from pi_memory_bridge.rpc.errors import InvalidParams
-from pi_memory_bridge.tools import ToolFailure, conversation_search, memory_save, memory_search
+from pi_memory_bridge.tools.memory import ToolFailure, conversation_search, memory_save, memory_search
 
 log = logging.getLogger(__name__)
 

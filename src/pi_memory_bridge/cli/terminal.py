@@ -17,10 +17,10 @@ from pi_memory_bridge.commands.flows import Answer, Flow, FlowRegistry
 from pi_memory_bridge.commands.forget import ForgetDeps, forget_flow
 from pi_memory_bridge.commands.outbox_ops import OutboxDeps, outbox_flow
 from pi_memory_bridge.config import LoadedConfig, data_dir, default_agent_dir, load_config
-from pi_memory_bridge.delivery import CaptureDelivery
 from pi_memory_bridge.outbox import DeliveryWorker, Outbox
-from pi_memory_bridge.protocol import CommandStep
+from pi_memory_bridge.outbox.delivery import CaptureDelivery
 from pi_memory_bridge.redact import redact_text
+from pi_memory_bridge.sidecar.protocol import CommandStep
 
 Ask = Callable[[str], str]
 

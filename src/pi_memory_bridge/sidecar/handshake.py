@@ -13,8 +13,8 @@ from pathlib import Path
 
 from pi_memory_bridge._version import PROTOCOL_VERSION, __version__
 from pi_memory_bridge.config import LoadedConfig, default_agent_dir, load_config
-from pi_memory_bridge.protocol import ConfigState, InitializeParams, InitializeResult, RecallLimits
 from pi_memory_bridge.rpc.errors import ProtocolVersionMismatch
+from pi_memory_bridge.sidecar.protocol import ConfigState, InitializeParams, InitializeResult, RecallLimits
 
 log = logging.getLogger(__name__)
 

@@ -16,9 +16,11 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from pi_memory_bridge.config import data_dir, default_agent_dir
-from pi_memory_bridge.handshake import Handshake, handshake
-from pi_memory_bridge.logs import setup_logging
-from pi_memory_bridge.protocol import (
+from pi_memory_bridge.rpc import InternalError, RpcEndpoint, open_stdio
+from pi_memory_bridge.rpc.framing import DEFAULT_MAX_LINE_BYTES
+from pi_memory_bridge.sidecar.handshake import Handshake, handshake
+from pi_memory_bridge.sidecar.logs import setup_logging
+from pi_memory_bridge.sidecar.protocol import (
     CommandAnswerParams,
     CommandRunParams,
     CommandStep,
@@ -37,8 +39,6 @@ from pi_memory_bridge.protocol import (
     TurnSettledParams,
     TurnSettledResult,
 )
-from pi_memory_bridge.rpc import InternalError, RpcEndpoint, open_stdio
-from pi_memory_bridge.rpc.framing import DEFAULT_MAX_LINE_BYTES
 
 if TYPE_CHECKING:
     from pi_memory_bridge.app import Sidecar

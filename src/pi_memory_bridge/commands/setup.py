@@ -73,10 +73,6 @@ class SetupDeps:
     timeout_s: float = SETUP_TIMEOUT_S
 
 
-class _Cancelled(Exception):
-    pass
-
-
 def _text(answer: Answer) -> str | None:
     """The typed text, or None when the dialog was dismissed (or answered with something else)."""
     return answer.strip() if isinstance(answer, str) else None

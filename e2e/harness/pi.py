@@ -12,6 +12,7 @@ import functools
 import itertools
 import json
 import os
+import tempfile
 import subprocess
 import time
 import uuid
@@ -174,6 +175,9 @@ class PiEnv:
                 "XDG_STATE_HOME": str(self.home / ".local" / "state"),
                 "PATH": os.pathsep.join([str(self.install.node.parent), env.get("PATH", "/usr/bin:/bin")]),
                 RUN_MARKER_VAR: self.run_token,
+                # the decoded embedding model, built once and shared by every test's sidecar
+                "PI_MEMORY_BRIDGE_CACHE_DIR": os.environ.get("PI_MEMORY_BRIDGE_CACHE_DIR")
+                or str(Path(tempfile.gettempdir()) / f"pi-memory-bridge-model-cache-{os.getuid()}"),
             }
         )
         return env

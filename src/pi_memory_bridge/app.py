@@ -196,6 +196,9 @@ class Sidecar:
             return
         self.backend = backend
         self.backend_error = None
+        start_background = getattr(backend, "start_background", None)  # local: embedding model, vectors
+        if callable(start_background):
+            start_background()
         capture = self._skill_capture()
         if capture is not None:  # what a crashed process recorded but never sent goes out now
             released = await asyncio.to_thread(capture[0].recover)

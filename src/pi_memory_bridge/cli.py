@@ -36,6 +36,10 @@ def main(argv: list[str] | None = None) -> int:
     # pydantic looks for plugins through importlib.metadata on first use, which costs ~100 ms of
     # start-up; this sidecar uses none.
     os.environ.setdefault("PYDANTIC_DISABLE_PLUGINS", "__all__")
+    # numpy (embedding model, vectors) reads its thread counts once, at its first import
+    from pi_memory_bridge.embeddings.threads import pin_environment
+
+    pin_environment()
     args = _parser().parse_args(argv)
     if args.version:
         from pi_memory_bridge._version import PROTOCOL_VERSION, __version__

@@ -13,7 +13,7 @@ import json
 import sqlite3
 import unicodedata
 from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -182,6 +182,18 @@ class SqliteMemoryStore:
     def _writing(self, action: str) -> Iterator[sqlite3.Connection]:
         with self._pool.connection() as conn, translated(self._db_path, action), self._transaction(conn):
             yield conn
+
+    def reading(self, action: str) -> AbstractContextManager[sqlite3.Connection]:
+        """A pooled connection for one read; for modules beside the store (vectors)."""
+        return self._reading(action)
+
+    def writing(self, action: str) -> AbstractContextManager[sqlite3.Connection]:
+        """A pooled connection inside one `BEGIN IMMEDIATE` transaction."""
+        return self._writing(action)
+
+    def connection(self, action: str) -> AbstractContextManager[sqlite3.Connection]:
+        """A pooled connection outside any transaction (the caller runs its own)."""
+        return self._reading(action)
 
     # --- L0 -----------------------------------------------------------------------------------
 

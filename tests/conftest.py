@@ -13,6 +13,5 @@ settings.load_profile("pi-memory-bridge")
 
 # The decoded embedding model is built once (seconds) and then shared by every test process and
 # every sidecar the tests start, as a user's processes share it under ~/.cache.
-os.environ.setdefault(
-    "PI_MEMORY_BRIDGE_CACHE_DIR", str(Path(tempfile.gettempdir()) / f"pi-memory-bridge-model-cache-{os.getuid()}")
-)
+_MODEL_CACHE = Path(tempfile.gettempdir()) / f"pi-memory-bridge-model-cache-{os.getuid()}"
+os.environ.setdefault("PI_MEMORY_BRIDGE_CACHE_DIR", str(_MODEL_CACHE))

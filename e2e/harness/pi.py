@@ -12,8 +12,8 @@ import functools
 import itertools
 import json
 import os
-import tempfile
 import subprocess
+import tempfile
 import time
 import uuid
 import warnings

@@ -12,7 +12,6 @@ vectors than the ones already stored.
 from __future__ import annotations
 
 import hashlib
-import importlib.util
 from dataclasses import dataclass
 from pathlib import Path
 

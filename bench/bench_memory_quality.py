@@ -31,7 +31,7 @@ import tempfile
 import time
 from collections import defaultdict
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -40,7 +40,7 @@ from pi_memory_bridge.backends.base import ConversationTurn
 from pi_memory_bridge.backends.local import LocalBackend
 from pi_memory_bridge.embeddings import ModelHandle, load_use
 from pi_memory_bridge.embeddings.cache import default_cache_root
-from pi_memory_bridge.embeddings.fusion import DEFAULT_PARAMS, FusionParams
+from pi_memory_bridge.embeddings.fusion import L0_PARAMS, L1_PARAMS, FusionParams
 from pi_memory_bridge.recall import Layer, RecallBudget, recall
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -151,7 +151,10 @@ class Scores:
     complete5: float  # every gold id within the top 5 (multi-session)
 
     def line(self) -> str:
-        return f"n={self.n:<3} R@1 {self.r1:.2f}  R@5 {self.r5:.2f}  MRR {self.mrr:.2f}  all@5 {self.complete5:.2f}"
+        return (
+            f"n={self.n:<3} R@1 {self.r1:.2f}  R@5 {self.r5:.2f}  MRR {self.mrr:.2f}  "
+            f"all@5 {self.complete5:.2f}"
+        )
 
 
 def score(results: Sequence[CaseResult]) -> Scores:
@@ -235,25 +238,30 @@ def print_summary(title: str, s: dict[str, Any], chars: float | None = None) -> 
         print(f"      paraphrase/{lang:<6} {sc.line()}")
     print(f"    {'all answerable':<14} {s['all'].line()}")
     print(
-        f"    stale leakage {s['stale_leakage']:.2f}   abstention false-recall {s['abstention_false_recall']:.2f}"
+        f"    stale leakage {s['stale_leakage']:.2f}   "
+        f"abstention false-recall {s['abstention_false_recall']:.2f}"
         + (f"   injected chars/case {chars:.0f}" if chars is not None else "")
     )
 
 
 async def sweep(loaded: Loaded, cases: Sequence[dict[str, Any]]) -> None:
     assert loaded.backend.semantic is not None
-    print("fusion parameter sweep (dev split): weight, min_score -> para R@5, ident R@1, single R@5, abst FR")
-    for weight in (0.0, 0.1, 0.15, 0.25, 0.4):
-        for floor in (0.0, 0.15, 0.2, 0.25, 0.3):
-            loaded.backend.semantic.params = replace(DEFAULT_PARAMS, keyword_weight=weight, min_score=floor)
-            s = summarize(await evaluate(loaded, loaded.backend, cases))
-            sl = s["slices"]
-            print(
-                f"  w={weight:<5} min={floor:<5} para {sl['paraphrase'].r5:.2f}  ident {sl['identifier'].r1:.2f}  "
-                f"single {sl['single_fact'].r5:.2f}  update {sl['update'].r5:.2f}  "
-                f"abst {s['abstention_false_recall']:.2f}  all R@5 {s['all'].r5:.2f}"
-            )
-    loaded.backend.semantic.params = DEFAULT_PARAMS
+    semantic = loaded.backend.semantic
+    print("fusion parameter sweep (dev split): keyword weight, L1 floor, L0 floor")
+    for weight in (0.0, 0.1, 0.2):
+        for l1_floor in (0.1, 0.15, 0.2, 0.25):
+            for l0_floor in (0.25, 0.3, 0.35, 0.4):
+                semantic.l1_params = FusionParams(keyword_weight=weight, min_score=l1_floor)
+                semantic.l0_params = FusionParams(keyword_weight=weight, min_score=l0_floor)
+                s = summarize(await evaluate(loaded, loaded.backend, cases))
+                sl = s["slices"]
+                print(
+                    f"  w={weight:<4} L1>={l1_floor:<5} L0>={l0_floor:<5} para {sl['paraphrase'].r5:.2f}  "
+                    f"ident {sl['identifier'].r1:.2f}  single {sl['single_fact'].r5:.2f}  "
+                    f"update {sl['update'].r5:.2f}  temporal {sl['temporal'].r5:.2f}  "
+                    f"abst {s['abstention_false_recall']:.2f}  all R@5 {s['all'].r5:.2f}"
+                )
+    semantic.l1_params, semantic.l0_params = L1_PARAMS, L0_PARAMS
 
 
 async def main(argv: Sequence[str]) -> None:
@@ -268,14 +276,14 @@ async def main(argv: Sequence[str]) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         started = time.perf_counter()
         loaded = load_set(Path(tmp), handle)
+        superseded = "in the store, marked" if loaded.superseded_in_store else "left out (no supersede column yet)"
         print(
             f"memory set loaded in {time.perf_counter() - started:.1f} s ({handle.describe()}); "
-            f"superseded memories {'in the store, marked' if loaded.superseded_in_store else 'left out (no supersede column yet)'}"
+            f"superseded memories {superseded}"
         )
         if a.sweep:
             await sweep(loaded, [c for c in cases if c["split"] == "dev"])
-        params: FusionParams = DEFAULT_PARAMS
-        print(f"fusion: keyword_weight {params.keyword_weight}, min_score {params.min_score}")
+        print(f"fusion: L1 {L1_PARAMS}, L0 {L0_PARAMS}")
         for split in ("dev", "test", "all") if a.split == "all" else (a.split,):
             chosen = [c for c in cases if split == "all" or c["split"] == split]
             print(f"== split {split} ({len(chosen)} cases)")

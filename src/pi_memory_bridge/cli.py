@@ -16,7 +16,8 @@ def _parser() -> argparse.ArgumentParser:
     sub.add_parser("doctor", help="check config, backend, data dir and that Pi can load the extension")
     search = sub.add_parser("search", help="search stored memory (L1 and L0)")
     search.add_argument("query")
-    search.add_argument("--limit", type=int, default=5)
+    search.add_argument("--limit", type=int, default=5, help="results per layer")
+    search.add_argument("--json", action="store_true", help="print the ranked results as JSON (see README)")
     forget = sub.add_parser("forget", help="find memories, preview them, choose, confirm and delete")
     forget.add_argument("query")
     sub.add_parser(
@@ -59,7 +60,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "search":
         from pi_memory_bridge.terminal import search
 
-        return search(args.query, args.limit)
+        return search(args.query, args.limit, args.json)
     if args.command == "forget":
         from pi_memory_bridge.terminal import forget
 

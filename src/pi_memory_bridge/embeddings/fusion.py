@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import re
 import unicodedata
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from pi_memory_bridge import textsearch
@@ -91,7 +91,10 @@ def identifier_terms(query: str) -> list[str]:
     return list(terms)
 
 
-def _contains(text: str, terms: Iterable[str]) -> bool:
+def _contains(text: str, terms: Sequence[str]) -> bool:
+    folded = text.casefold()
+    if not any(t in folded for t in terms):  # cheap test first: tokenizing a long turn is not
+        return False
     present = set(textsearch.index_tokens(text))
     return any(t in present for t in terms)
 

@@ -29,7 +29,7 @@ from pi_memory_bridge.backends.local.vectors import (
 )
 from pi_memory_bridge.deadline import seconds_left
 from pi_memory_bridge.embeddings import DIMENSIONS, ModelHandle, ModelState
-from pi_memory_bridge.embeddings.fusion import L0_PARAMS, L1_PARAMS, Candidate, FusionParams, fuse
+from pi_memory_bridge.embeddings.fusion import L0_PARAMS, L1_PARAMS, Candidate, FusionParams, Ranked, fuse
 
 if TYPE_CHECKING:
     import numpy as np
@@ -151,50 +151,83 @@ class SemanticIndex:
         if vector is None:
             return None
         keyword = self._store.search_atomic(query, CANDIDATES, type)
-        keyword_rows = self._rowids("atomic", "memory_id", [m.id for m in keyword])
-        dense = self._dense(self.atomic, vector, list(keyword_rows.values()))
-        if dense is None:
+        ranked = self._rank(
+            self.atomic,
+            vector,
+            query,
+            self.l1_params,
+            "atomic",
+            "memory_id",
+            {m.id: (m.content, m.score) for m in keyword},
+        )
+        if ranked is None:
             return None
-        top, cosines = dense
-        by_id: dict[str, AtomicMemory] = {m.id: m for m in keyword}
-        rowid_of: dict[str, int] = dict(keyword_rows)
-        for rowid, memory in self._atomic_rows([r for r, _ in top], type):
-            by_id.setdefault(memory.id, memory)
-            rowid_of[memory.id] = rowid
-        cosines.update(top)
-        bm25 = {m.id: m.score for m in keyword}
-        candidates = [
-            Candidate(key, m.content, cosines.get(rowid_of.get(key, -1)), bm25.get(key))
-            for key, m in by_id.items()
-        ]
-        ranked = fuse(candidates, query, self.l1_params)[:limit]
-        return [_with_score(by_id[r.key], r.score) for r in ranked]
+        known = {m.id: m for m in keyword}
+        # a type filter applies to the rows read back, so read a few more than needed
+        wanted = [_rowid(r.key) for r in ranked if r.key not in known][: limit * (3 if type else 1)]
+        rows = {_row_key(rowid): m for rowid, m in self._atomic_rows(wanted, type)}
+        out: list[AtomicMemory] = []
+        for r in ranked:
+            memory = known.get(r.key) or rows.get(r.key)
+            if memory is not None:
+                out.append(_with_score(memory, r.score))
+            if len(out) >= limit:
+                break
+        return out
 
     def search_conversation(self, query: str, limit: int) -> list[ConversationHit] | None:
         vector = self._query_vector(query)
         if vector is None:
             return None
         keyword = self._store.search_conversation(query, CANDIDATES)
-        keyword_rows = self._rowids("turns", "turn_id", [h.turn_id for h in keyword])
-        dense = self._dense(self.turns, vector, list(keyword_rows.values()))
+        ranked = self._rank(
+            self.turns,
+            vector,
+            query,
+            self.l0_params,
+            "turns",
+            "turn_id",
+            {h.turn_id: (f"{h.user_text}\n{h.assistant_text}", h.score) for h in keyword},
+        )
+        if ranked is None:
+            return None
+        ranked = ranked[:limit]
+        known = {h.turn_id: h for h in keyword}
+        rows = {
+            _row_key(rowid): h
+            for rowid, h in self._turn_rows([_rowid(r.key) for r in ranked if r.key not in known])
+        }
+        out: list[ConversationHit] = []
+        for r in ranked:
+            hit = known.get(r.key) or rows.get(r.key)
+            if hit is not None:
+                out.append(_hit_with_score(hit, r.score))
+        return out
+
+    def _rank(
+        self,
+        matrix: VectorMatrix,
+        vector: npt.NDArray[np.float32],
+        query: str,
+        params: FusionParams,
+        table: str,
+        id_column: str,
+        keyword: dict[str, tuple[str, float]],
+    ) -> list[Ranked] | None:
+        """Fused ranking; keys are keyword hits' public ids, or `_row_key(rowid)` for vector-only
+        rows, whose text is read only if they make the cut."""
+        rowids = self._rowids(table, id_column, list(keyword))
+        dense = self._dense(matrix, vector, list(rowids.values()))
         if dense is None:
             return None
         top, cosines = dense
-        by_id: dict[str, ConversationHit] = {h.turn_id: h for h in keyword}
-        rowid_of: dict[str, int] = dict(keyword_rows)
-        for rowid, hit in self._turn_rows([r for r, _ in top]):
-            by_id.setdefault(hit.turn_id, hit)
-            rowid_of[hit.turn_id] = rowid
-        cosines.update(top)
-        bm25 = {h.turn_id: h.score for h in keyword}
+        public = {rowid: key for key, rowid in rowids.items()}
         candidates = [
-            Candidate(
-                key, f"{h.user_text}\n{h.assistant_text}", cosines.get(rowid_of.get(key, -1)), bm25.get(key)
-            )
-            for key, h in by_id.items()
+            Candidate(key, text, cosines.get(rowids.get(key, -1)), score)
+            for key, (text, score) in keyword.items()
         ]
-        ranked = fuse(candidates, query, self.l0_params)[:limit]
-        return [_hit_with_score(by_id[r.key], r.score) for r in ranked]
+        candidates += [Candidate(_row_key(rowid), "", cos, None) for rowid, cos in top if rowid not in public]
+        return fuse(candidates, query, params)
 
     # --- rows ---------------------------------------------------------------------------------
 
@@ -263,6 +296,17 @@ class SemanticIndex:
             )
             for rowid, turn_id, session, user, assistant, created in rows
         ]
+
+
+_ROW_KEY = "\x00row:"  # no public id starts with a NUL
+
+
+def _row_key(rowid: int) -> str:
+    return f"{_ROW_KEY}{rowid}"
+
+
+def _rowid(key: str) -> int:
+    return int(key.removeprefix(_ROW_KEY))
 
 
 def _with_score(memory: AtomicMemory, score: float) -> AtomicMemory:

@@ -16,6 +16,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from pi_memory_bridge.config import data_dir, default_agent_dir
+from pi_memory_bridge.embeddings.loader import start_early
 from pi_memory_bridge.handshake import Handshake, handshake
 from pi_memory_bridge.logs import setup_logging
 from pi_memory_bridge.protocol import (
@@ -93,6 +94,7 @@ def build_endpoint(
     async def initialize(p: InitializeParams) -> InitializeResult:
         hs = handshake(p, engine.env)
         rpc.initialized = True
+        start_early(hs.loaded)  # the embedding model loads beside the engine's start-up
         engine.start(hs)
         return hs.result
 

@@ -22,6 +22,7 @@ from pi_memory_bridge.embeddings.bundle import MODEL_ID, ModelUnavailable
 from pi_memory_bridge.embeddings.threads import pin_environment
 
 if TYPE_CHECKING:
+    from pi_memory_bridge.config import LoadedConfig
     from pi_memory_bridge.embeddings.bundle import BundleFiles
     from pi_memory_bridge.embeddings.use_model import UseEncoder
 
@@ -167,3 +168,13 @@ def disabled_handle(reason: str) -> ModelHandle:
         raise ModelUnavailable(reason)
 
     return ModelHandle(refuse)
+
+
+def start_early(loaded: LoadedConfig) -> None:
+    """Begin loading the model the moment the configuration says it will be needed (the local
+    backend), in parallel with the rest of the sidecar's start-up."""
+    config = loaded.config
+    if loaded.backend_ready and config.enabled and config.backend == "local":
+        import os
+
+        shared_handle(os.environ).start()

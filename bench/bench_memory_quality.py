@@ -16,8 +16,10 @@ bundled model, and scores each case without an LLM, the way recall asks: L1 top 
 It also re-scores the L0 keyword set of tests/data/search_quality (recall@4) with both, the
 guard against regressions where keyword search already works. `--sweep` prints the dev-split
 metrics over a grid of fusion parameters (what the defaults in embeddings/fusion.py were
-chosen from). Superseded memories are inserted only when the store can mark them superseded
-(an `atomic.superseded_by` column); until then they are left out, and leakage says so.
+chosen from). `--no-tags` stores the L1 memories without their topic tags (the tags stand for
+what consolidation writes beside each memory; see the set's about). Superseded memories are
+inserted only when the store can mark them superseded (an `atomic.superseded_by` column); until
+then they are left out, and leakage says so.
 """
 
 from __future__ import annotations
@@ -76,7 +78,7 @@ def _mark_superseded(backend: LocalBackend, old: str, new: str) -> None:
         )
 
 
-def load_set(root: Path, handle: ModelHandle) -> Loaded:
+def load_set(root: Path, handle: ModelHandle, *, tags: bool = True) -> Loaded:
     backend = LocalBackend(root, embeddings=handle)
     keyword = LocalBackend(root)
     supersede = _supports_supersede(backend)
@@ -85,7 +87,8 @@ def load_set(root: Path, handle: ModelHandle) -> Loaded:
     for m in memories:
         if m.get("superseded_by") and not supersede:
             continue
-        ids[m["id"]] = backend.store.save_atomic(m["content"], m["type"], "bench").id
+        extra = tuple(m.get("tags", ())) if tags else ()
+        ids[m["id"]] = backend.store.save_atomic(m["content"], m["type"], "bench", extra).id
     if supersede:
         for m in memories:
             if m.get("superseded_by"):
@@ -201,33 +204,34 @@ async def injected_chars(backend: LocalBackend, cases: Sequence[dict[str, Any]])
     return statistics.mean(sizes) if sizes else 0.0
 
 
-async def keyword_set_recall(handle: ModelHandle) -> tuple[float, float]:
-    """recall@4 of tests/data/search_quality's L0 queries: (keyword, hybrid)."""
-    with tempfile.TemporaryDirectory() as tmp:
-        backend = LocalBackend(Path(tmp), embeddings=handle)
+class KeywordSet:
+    """tests/data/search_quality's L0 turns and queries in a store of their own."""
+
+    def __init__(self, root: Path, handle: ModelHandle) -> None:
+        self.backend = LocalBackend(root, embeddings=handle)
         stamp = datetime(2026, 6, 1, tzinfo=UTC)
-        backend.store.add_turns(
+        self.backend.store.add_turns(
             [
                 ConversationTurn(t["id"], t["session"], t["user"], t["assistant"], stamp)
                 for t in map(json.loads, (NOISE / "turns.jsonl").read_text(encoding="utf-8").splitlines())
             ]
         )
         encoder = handle.wait(600)
-        assert encoder is not None and backend.semantic is not None
-        backend.semantic.worker.drain(encoder)
-        queries = [json.loads(x) for x in (NOISE / "queries.jsonl").read_text(encoding="utf-8").splitlines()]
+        assert encoder is not None and self.backend.semantic is not None
+        self.backend.semantic.worker.drain(encoder)
+        lines = (NOISE / "queries.jsonl").read_text(encoding="utf-8").splitlines()
+        self.queries = [json.loads(x) for x in lines]
+
+    async def recall_at_4(self) -> tuple[float, float]:
+        """(keyword, hybrid) recall@4."""
         totals = [0.0, 0.0]
-        for q in queries:
+        for q in self.queries:
             relevant = set(q["relevant"])
-            for i, hits in enumerate(
-                (
-                    backend.store.search_conversation(q["query"], 4),
-                    await backend.search_conversation(q["query"], 4),
-                )
-            ):
+            keyword = self.backend.store.search_conversation(q["query"], 4)
+            hybrid = await self.backend.search_conversation(q["query"], 4)
+            for i, hits in enumerate((keyword, hybrid)):
                 totals[i] += len({h.turn_id for h in hits} & relevant) / min(4, len(relevant))
-        await backend.close()
-        return totals[0] / len(queries), totals[1] / len(queries)
+        return totals[0] / len(self.queries), totals[1] / len(self.queries)
 
 
 def print_summary(title: str, s: dict[str, Any], chars: float | None = None) -> None:
@@ -244,30 +248,39 @@ def print_summary(title: str, s: dict[str, Any], chars: float | None = None) -> 
     )
 
 
-async def sweep(loaded: Loaded, cases: Sequence[dict[str, Any]]) -> None:
-    assert loaded.backend.semantic is not None
-    semantic = loaded.backend.semantic
-    print("fusion parameter sweep (dev split): keyword weight, L1 floor, L0 floor")
-    for weight in (0.0, 0.1, 0.2):
-        for l1_floor in (0.1, 0.15, 0.2, 0.25):
-            for l0_floor in (0.25, 0.3, 0.35, 0.4):
-                semantic.l1_params = FusionParams(keyword_weight=weight, min_score=l1_floor)
-                semantic.l0_params = FusionParams(keyword_weight=weight, min_score=l0_floor)
-                s = summarize(await evaluate(loaded, loaded.backend, cases))
-                sl = s["slices"]
-                print(
-                    f"  w={weight:<4} L1>={l1_floor:<5} L0>={l0_floor:<5} para {sl['paraphrase'].r5:.2f}  "
-                    f"ident {sl['identifier'].r1:.2f}  single {sl['single_fact'].r5:.2f}  "
-                    f"update {sl['update'].r5:.2f}  temporal {sl['temporal'].r5:.2f}  "
-                    f"abst {s['abstention_false_recall']:.2f}  all R@5 {s['all'].r5:.2f}"
-                )
-    semantic.l1_params, semantic.l0_params = L1_PARAMS, L0_PARAMS
+async def sweep(loaded: Loaded, cases: Sequence[dict[str, Any]], keyword_set: KeywordSet) -> None:
+    assert loaded.backend.semantic is not None and keyword_set.backend.semantic is not None
+    semantics = (loaded.backend.semantic, keyword_set.backend.semantic)
+    print("fusion parameter sweep (dev split; kw-set = tests/data/search_quality L0 recall@4)")
+    grid = [
+        (w1, f1, w0, f0)
+        for w1 in (0.0, 0.1, 0.2)
+        for f1 in (0.15, 0.2, 0.25)
+        for w0 in (0.1, 0.3, 0.5)
+        for f0 in (0.25, 0.3, 0.35)
+    ]
+    for w1, f1, w0, f0 in grid:
+        for semantic in semantics:
+            semantic.l1_params = FusionParams(keyword_weight=w1, min_score=f1)
+            semantic.l0_params = FusionParams(keyword_weight=w0, min_score=f0)
+        s = summarize(await evaluate(loaded, loaded.backend, cases))
+        sl = s["slices"]
+        _, kw_set = await keyword_set.recall_at_4()
+        print(
+            f"  L1 w={w1:<4} >={f1:<5} L0 w={w0:<4} >={f0:<5} para {sl['paraphrase'].r5:.2f}  "
+            f"ident {sl['identifier'].r1:.2f}  single {sl['single_fact'].r5:.2f}  "
+            f"update {sl['update'].r5:.2f}  temporal {sl['temporal'].r5:.2f}  "
+            f"abst {s['abstention_false_recall']:.2f}  all R@5 {s['all'].r5:.2f}  kw-set {kw_set:.3f}"
+        )
+    for semantic in semantics:
+        semantic.l1_params, semantic.l0_params = L1_PARAMS, L0_PARAMS
 
 
 async def main(argv: Sequence[str]) -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--split", choices=("dev", "test", "all"), default="all")
     ap.add_argument("--sweep", action="store_true")
+    ap.add_argument("--no-tags", action="store_true", help="store the memories without their topic tags")
     a = ap.parse_args(argv)
     import os
 
@@ -275,14 +288,15 @@ async def main(argv: Sequence[str]) -> None:
     cases = [c for c in _json(SET / "cases.json")["cases"] if a.split == "all" or c["split"] == a.split]
     with tempfile.TemporaryDirectory() as tmp:
         started = time.perf_counter()
-        loaded = load_set(Path(tmp), handle)
+        loaded = load_set(Path(tmp), handle, tags=not a.no_tags)
         superseded = "in the store, marked" if loaded.superseded_in_store else "left out (no column yet)"
         print(
             f"memory set loaded in {time.perf_counter() - started:.1f} s ({handle.describe()}); "
-            f"superseded memories {superseded}"
+            f"superseded memories {superseded}; L1 topic tags {'off' if a.no_tags else 'on'}"
         )
+        keyword_set = KeywordSet(Path(tmp) / "keyword-set", handle)
         if a.sweep:
-            await sweep(loaded, [c for c in cases if c["split"] == "dev"])
+            await sweep(loaded, [c for c in cases if c["split"] == "dev"], keyword_set)
         print(f"fusion: L1 {L1_PARAMS}, L0 {L0_PARAMS}")
         for split in ("dev", "test", "all") if a.split == "all" else (a.split,):
             chosen = [c for c in cases if split == "all" or c["split"] == split]
@@ -293,10 +307,10 @@ async def main(argv: Sequence[str]) -> None:
                 "keyword only (FTS5/BM25, as before)", kw, await injected_chars(loaded.keyword, chosen)
             )
             print_summary("hybrid (vectors + keywords)", hy, await injected_chars(loaded.backend, chosen))
-        await loaded.backend.close()
-        await loaded.keyword.close()
-    kw4, hy4 = await keyword_set_recall(handle)
-    print(f"tests/data/search_quality L0 recall@4: keyword {kw4:.3f}, hybrid {hy4:.3f}")
+        kw4, hy4 = await keyword_set.recall_at_4()
+        print(f"tests/data/search_quality L0 recall@4: keyword {kw4:.3f}, hybrid {hy4:.3f}")
+        for backend in (loaded.backend, loaded.keyword, keyword_set.backend):
+            await backend.close()
 
 
 if __name__ == "__main__":

@@ -42,7 +42,7 @@ from pi_memory_bridge.embeddings.use_model import EncoderState
 
 log = logging.getLogger(__name__)
 
-CACHE_FORMAT = 1
+CACHE_FORMAT = 2
 MANIFEST = "manifest.json"
 TOKENIZER_FILE = "tokenizer.marshal"
 MAX_MANIFEST_BYTES = 1 << 20

@@ -36,7 +36,7 @@ DEFAULT_PARAMS = FusionParams()
 # L1 holds a few hundred distilled memories; L0 thousands of raw turns, whose long, generic
 # coding chatter sits at cosine 0.2-0.35 from almost any question: it needs the higher floor.
 L1_PARAMS = FusionParams(keyword_weight=0.1, min_score=0.2)
-L0_PARAMS = FusionParams(keyword_weight=0.1, min_score=0.3)
+L0_PARAMS = FusionParams(keyword_weight=0.1, min_score=0.35)
 
 
 @dataclass(frozen=True, slots=True)

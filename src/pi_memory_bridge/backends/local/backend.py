@@ -137,8 +137,8 @@ class LocalBackend:
                 return memories
         return self.store.search_atomic(query, limit, type)
 
-    async def save_atomic(self, content: str, type: str, source: str) -> SaveResult:
-        saved = await asyncio.to_thread(self.store.save_atomic, content, type, source)
+    async def save_atomic(self, content: str, type: str, source: str, tags: Sequence[str] = ()) -> SaveResult:
+        saved = await asyncio.to_thread(self.store.save_atomic, content, type, source, tuple(tags))
         if self.semantic is not None and saved.created:
             self.semantic.notify()
         return saved

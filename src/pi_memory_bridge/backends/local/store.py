@@ -82,6 +82,20 @@ def content_key(content: str) -> str:
     return " ".join(spaced.split())
 
 
+MAX_TAGS = 12
+MAX_TAG_CHARS = 64
+
+
+def clean_tags(tags: Sequence[str]) -> str:
+    """Tags as stored: one per line, whitespace folded, empty and repeated ones dropped."""
+    kept: dict[str, None] = {}
+    for tag in tags[:MAX_TAGS]:
+        folded = " ".join(tag.split())[:MAX_TAG_CHARS]
+        if folded:
+            kept.setdefault(folded, None)
+    return "\n".join(kept)
+
+
 def _chunks(items: Sequence[str]) -> Iterator[Sequence[str]]:
     for start in range(0, len(items), _ID_CHUNK):
         yield items[start : start + _ID_CHUNK]
@@ -154,9 +168,10 @@ class SqliteMemoryStore:
             "UPDATE turns SET user_tokens = ?, assistant_tokens = ? WHERE id = ?",
             ((_tokens(user), _tokens(assistant), rowid) for rowid, user, assistant in turns),
         )
-        atomic = conn.execute("SELECT id, content FROM atomic").fetchall()
+        atomic = conn.execute("SELECT id, content, tags FROM atomic").fetchall()
         conn.executemany(
-            "UPDATE atomic SET tokens = ? WHERE id = ?", ((_tokens(c), rowid) for rowid, c in atomic)
+            "UPDATE atomic SET tokens = ? WHERE id = ?",
+            ((_tokens(f"{c}\n{t}" if t else c), rowid) for rowid, c, t in atomic),
         )
         fts.recount_document_frequencies(conn, TURNS_INDEX)
         fts.recount_document_frequencies(conn, ATOMIC_INDEX)
@@ -287,16 +302,19 @@ class SqliteMemoryStore:
 
     # --- L1 -----------------------------------------------------------------------------------
 
-    def save_atomic(self, content: str, type: str, source: str) -> SaveResult:
+    def save_atomic(self, content: str, type: str, source: str, tags: Sequence[str] = ()) -> SaveResult:
+        """Save one L1 memory; `tags` (short topic words, e.g. from consolidation) are searched
+        and embedded with it but are not part of its identity (duplicate detection)."""
         kind = _atomic_type(type)
         text = content.strip()
+        tag_text = clean_tags(tags)
         if len(text) > MAX_ATOMIC_CHARS:
             raise BackendRejected(f"atomic memory too long ({len(text)} > {MAX_ATOMIC_CHARS} characters)")
         key = content_key(text)
         if not key:
             raise BackendRejected("atomic memory content is empty")
         memory_id = "at-" + hashlib.sha256(key.encode()).hexdigest()[:24]
-        tokens = _tokens(text)
+        tokens = _tokens(f"{text}\n{tag_text}" if tag_text else text)
         with self._writing("saving an atomic memory") as conn:
             row = conn.execute("SELECT memory_id FROM atomic WHERE content_key = ?", (key,)).fetchone()
             if row is not None:
@@ -304,8 +322,8 @@ class SqliteMemoryStore:
             now = _now()
             conn.execute(
                 "INSERT INTO atomic(memory_id, type, content, content_key, source, created_at, "
-                "updated_at, tokens) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                (memory_id, kind.value, text, key, source, now, now, tokens),
+                "updated_at, tokens, tags) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (memory_id, kind.value, text, key, source, now, now, tokens, tag_text),
             )
             fts.add_document_frequencies(conn, ATOMIC_INDEX, [fts.distinct_terms([tokens])])
         return SaveResult(id=memory_id, created=True)

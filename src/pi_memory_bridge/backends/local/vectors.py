@@ -56,7 +56,7 @@ class VectorSpec:
 
 
 TURN_VECTORS = VectorSpec("turns", "turn_vectors", ("user_text", "assistant_text"))
-ATOMIC_VECTORS = VectorSpec("atomic", "atomic_vectors", ("content",))
+ATOMIC_VECTORS = VectorSpec("atomic", "atomic_vectors", ("content", "tags"))
 SPECS = (TURN_VECTORS, ATOMIC_VECTORS)
 
 

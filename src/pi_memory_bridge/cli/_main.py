@@ -16,7 +16,8 @@ def _parser() -> argparse.ArgumentParser:
     sub.add_parser("doctor", help="check config, backend, data dir and that Pi can load the extension")
     search = sub.add_parser("search", help="search stored memory (L1 and L0)")
     search.add_argument("query")
-    search.add_argument("--limit", type=int, default=5)
+    search.add_argument("--limit", type=int, default=5, help="results per layer")
+    search.add_argument("--json", action="store_true", help="print the ranked results as JSON (see README)")
     forget = sub.add_parser("forget", help="find memories, preview them, choose, confirm and delete")
     forget.add_argument("query")
     sub.add_parser(
@@ -36,6 +37,10 @@ def main(argv: list[str] | None = None) -> int:
     # pydantic looks for plugins through importlib.metadata on first use, which costs ~100 ms of
     # start-up; this sidecar uses none.
     os.environ.setdefault("PYDANTIC_DISABLE_PLUGINS", "__all__")
+    # numpy (embedding model, vectors) reads its thread counts once, at its first import
+    from pi_memory_bridge.embeddings.threads import pin_environment
+
+    pin_environment()
     args = _parser().parse_args(argv)
     if args.version:
         from pi_memory_bridge._version import PROTOCOL_VERSION, __version__
@@ -55,7 +60,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "search":
         from pi_memory_bridge.cli.terminal import search
 
-        return search(args.query, args.limit)
+        return search(args.query, args.limit, args.json)
     if args.command == "forget":
         from pi_memory_bridge.cli.terminal import forget
 

@@ -6,6 +6,7 @@ Interactive commands reuse the same dialog flows as Pi (`commands.flows`), rende
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import sys
 from collections.abc import Callable
@@ -21,6 +22,7 @@ from pi_memory_bridge.outbox import DeliveryWorker, Outbox
 from pi_memory_bridge.outbox.delivery import CaptureDelivery
 from pi_memory_bridge.redact import redact_text
 from pi_memory_bridge.sidecar.protocol import CommandStep
+from pi_memory_bridge.tools.search_report import search_report
 
 Ask = Callable[[str], str]
 
@@ -73,9 +75,12 @@ async def _with_backend(action: Callable[[MemoryBackend], object]) -> int:
         await backend.close()
 
 
-async def _search(backend: MemoryBackend, query: str, limit: int) -> int:
+async def _search(backend: MemoryBackend, query: str, limit: int, as_json: bool = False) -> int:
     atomic = await backend.search_atomic(query, limit)
     turns = await backend.search_conversation(query, limit)
+    if as_json:
+        print(json.dumps(search_report(backend, query, atomic, turns), ensure_ascii=False, indent=1))
+        return 0
     print(f"L1 ({len(atomic)}):")
     for m in atomic:
         print(f"  [{m.type}] {redact_text(m.content).text}")
@@ -87,9 +92,9 @@ async def _search(backend: MemoryBackend, query: str, limit: int) -> int:
     return 0
 
 
-def search(query: str, limit: int) -> int:
+def search(query: str, limit: int, as_json: bool = False) -> int:
     try:
-        return asyncio.run(_with_backend(lambda b: _search(b, query, limit)))
+        return asyncio.run(_with_backend(lambda b: _search(b, query, limit, as_json)))
     except BackendError as exc:
         print(f"search failed: {redact_text(str(exc)).text}", file=sys.stderr)
         return 1

@@ -38,6 +38,8 @@ class StatusReport:
     sdk: str
     log_file: str
     problems: tuple[Problem, ...] = field(default=())
+    # search by meaning (local backend): model, loaded or why not, vectors done/total
+    embeddings: str = ""
 
     @property
     def healthy(self) -> bool:
@@ -67,6 +69,7 @@ class StatusReport:
             "outbox": self.outbox,
             "sdk": self.sdk,
             "logFile": self.log_file,
+            "embeddings": self.embeddings,
             "problems": [{"what": p.what, "fix": p.fix} for p in self.problems],
             "healthy": self.healthy,
         }
@@ -86,6 +89,7 @@ def render_status(report: StatusReport) -> str:
         f"recall:       {report.recall_budget}",
         f"last recall:  {report.last_recall}",
         f"capture:      {report.capture}",
+        *([f"embeddings:   {report.embeddings}"] if report.embeddings else []),
         f"outbox:       {report.outbox}",
         f"memorycore sdk: {report.sdk}",
         f"log file:     {report.log_file}",

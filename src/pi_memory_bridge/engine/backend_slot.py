@@ -99,6 +99,9 @@ class BackendSlot:
             return
         self.backend = backend
         self.backend_error = None
+        start_background = getattr(backend, "start_background", None)  # local: embedding model, vectors
+        if callable(start_background):
+            start_background()
         await self._on_open(backend)
         if self.delivery is not None:
             remote = self.loaded.config.memorycore

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 
 from pi_memory_bridge._version import PROTOCOL_VERSION, __version__
@@ -78,7 +79,15 @@ class Status:
             sdk=sdk,
             log_file=str(self._log_file) if self._log_file else "stderr only",
             problems=tuple(problems),
+            embeddings=await self._embeddings_status(),
         )
+
+    async def _embeddings_status(self) -> str:
+        status_of = getattr(self._slot.backend, "semantic_status", None)  # the local backend's
+        if not callable(status_of):
+            return ""
+        status = await asyncio.to_thread(status_of)
+        return "" if status is None else str(status.describe())
 
     async def _backend_status(self, problems: list[Problem]) -> tuple[bool, str, dict[str, int]]:
         """(ok, detail, counts) of the backend; what is wrong goes into `problems`."""

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from pi_memory_bridge.backends.base import Capability, MemoryBackend
+from pi_memory_bridge.deadline import recall_deadline
 from pi_memory_bridge.recall.budget import render_block
 from pi_memory_bridge.recall.items import LAYER_ORDER, Layer, RecallItem
 from pi_memory_bridge.recall.layers import LayerQuery, fetch_l0, fetch_l1, fetch_l2, fetch_l3, fetch_skills
@@ -101,6 +102,8 @@ async def recall(
     if budget.skip_trivial and is_trivial_prompt(prompt, budget.min_prompt_chars):
         return RecallOutcome("skipped", None, (), 0.0, 0)
     query = build_query(prompt)
+    # seen by the layers' tasks and threads (they copy the context when they are created)
+    due = recall_deadline.set(time.monotonic() + budget.deadline_ms / 1000)
     tasks: dict[Layer, asyncio.Task[list[RecallItem]]] = {}
     finished_at: dict[Layer, float] = {}
     skipped: list[LayerResult] = []
@@ -113,6 +116,7 @@ async def recall(
         task = asyncio.create_task(fetch(backend, LayerQuery(query, limit, live_user_timestamps)))
         task.add_done_callback(_stamp(finished_at, layer))
         tasks[layer] = task
+    recall_deadline.reset(due)
     if tasks:
         await asyncio.wait(tasks.values(), timeout=budget.deadline_ms / 1000)
     results: dict[Layer, LayerResult] = {r.layer: r for r in skipped}

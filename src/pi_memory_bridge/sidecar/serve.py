@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pi_memory_bridge.config import data_dir, default_agent_dir
+from pi_memory_bridge.embeddings.loader import start_early
 from pi_memory_bridge.rpc import InternalError, RpcEndpoint, open_stdio
 from pi_memory_bridge.rpc.framing import DEFAULT_MAX_LINE_BYTES
 from pi_memory_bridge.sidecar.handshake import Handshake, handshake
@@ -95,6 +96,7 @@ def build_endpoint(
     async def initialize(p: InitializeParams) -> InitializeResult:
         hs = handshake(p, engine.env)
         rpc.initialized = True
+        start_early(hs.loaded)  # the embedding model loads beside the engine's start-up
         engine.start(hs)
         return hs.result
 

@@ -2,12 +2,15 @@
 
 Layout under the store directory (the caller passes `<pi-agent-dir>/memory-bridge/`):
 
-    memory.sqlite3   L0 turns and L1 atomic memories, full-text indexed (SQLite, WAL)
+    memory.sqlite3   L0 turns and L1 atomic memories, full-text indexed, and their vectors (SQLite, WAL)
+    vectors.lock     which process fills in missing vectors (backends/local/vector_worker.py)
     l2/**/*.md       L2 scenario notes
     profile.md       L3 profile
 
 The protocol's async methods run the blocking work in `asyncio.to_thread`, so recall can run
-its layers concurrently without stalling the event loop.
+its layers concurrently without stalling the event loop. Given an embedding model handle, L0
+and L1 searches rank by meaning and keywords together (`semantic`); without one, or while the
+model is not ready within the recall's time, they search by keyword exactly as before.
 """
 
 from __future__ import annotations
@@ -34,9 +37,16 @@ from pi_memory_bridge.backends.base import (
 )
 from pi_memory_bridge.backends.local.notes import NoteFiles
 from pi_memory_bridge.backends.local.schema import LATEST_VERSION
-from pi_memory_bridge.backends.local.store import DEFAULT_BUSY_TIMEOUT_MS, SqliteMemoryStore
+from pi_memory_bridge.backends.local.semantic import SemanticIndex, SemanticStatus
+from pi_memory_bridge.backends.local.store import (
+    DEFAULT_BUSY_TIMEOUT_MS,
+    MAX_LIMIT,
+    SqliteMemoryStore,
+)
+from pi_memory_bridge.embeddings import ModelHandle, ModelState
 
 DB_FILENAME = "memory.sqlite3"
+VECTOR_LOCK_FILENAME = "vectors.lock"
 
 
 class LocalBackend:
@@ -63,7 +73,13 @@ class LocalBackend:
         }
     )
 
-    def __init__(self, root: Path, *, busy_timeout_ms: int = DEFAULT_BUSY_TIMEOUT_MS) -> None:
+    def __init__(
+        self,
+        root: Path,
+        *,
+        busy_timeout_ms: int = DEFAULT_BUSY_TIMEOUT_MS,
+        embeddings: ModelHandle | None = None,
+    ) -> None:
         self.root = root
         try:
             root.mkdir(parents=True, exist_ok=True)
@@ -71,18 +87,40 @@ class LocalBackend:
             raise BackendConfigError(f"cannot create the local memory store directory {root}: {exc}") from exc
         self.store = SqliteMemoryStore(root / DB_FILENAME, busy_timeout_ms=busy_timeout_ms)
         self.notes = NoteFiles(root)
+        # search by meaning; without a model handle the store searches by keyword only
+        self.semantic: SemanticIndex | None = None
+        if embeddings is not None:
+            try:
+                self.semantic = SemanticIndex(self.store, embeddings, root / VECTOR_LOCK_FILENAME)
+            except BaseException:
+                self.store.close()
+                raise
+
+    def start_background(self) -> None:
+        """Load the embedding model and fill missing vectors in the background (the sidecar)."""
+        if self.semantic is not None:
+            self.semantic.start_background()
 
     # --- L0 -----------------------------------------------------------------------------------
 
     async def add_turns(self, turns: Sequence[ConversationTurn], *, first_attempt: bool = False) -> None:
         # Idempotent by primary key at no extra cost, so `first_attempt` changes nothing here.
         await asyncio.to_thread(self.store.add_turns, list(turns))
+        if self.semantic is not None:
+            self.semantic.notify()  # vectors are computed in the background, never awaited here
 
     async def stored_turn_ids(self, turn_ids: Sequence[str]) -> set[str]:
         return await asyncio.to_thread(self.store.stored_turn_ids, list(turn_ids))
 
     async def search_conversation(self, query: str, limit: int) -> list[ConversationHit]:
-        return await asyncio.to_thread(self.store.search_conversation, query, limit)
+        return await asyncio.to_thread(self._search_conversation, query, limit)
+
+    def _search_conversation(self, query: str, limit: int) -> list[ConversationHit]:
+        if self.semantic is not None and limit > 0:
+            hits = self.semantic.search_conversation(query, min(limit, MAX_LIMIT))
+            if hits is not None:
+                return hits
+        return self.store.search_conversation(query, limit)
 
     async def delete_conversation(self, turn_ids: Sequence[str]) -> DeleteReport:
         return await asyncio.to_thread(self.store.delete_conversation, list(turn_ids))
@@ -90,10 +128,20 @@ class LocalBackend:
     # --- L1 -----------------------------------------------------------------------------------
 
     async def search_atomic(self, query: str, limit: int, type: str | None = None) -> list[AtomicMemory]:
-        return await asyncio.to_thread(self.store.search_atomic, query, limit, type)
+        return await asyncio.to_thread(self._search_atomic, query, limit, type)
 
-    async def save_atomic(self, content: str, type: str, source: str) -> SaveResult:
-        return await asyncio.to_thread(self.store.save_atomic, content, type, source)
+    def _search_atomic(self, query: str, limit: int, type: str | None) -> list[AtomicMemory]:
+        if self.semantic is not None and limit > 0:
+            memories = self.semantic.search_atomic(query, min(limit, MAX_LIMIT), type)
+            if memories is not None:
+                return memories
+        return self.store.search_atomic(query, limit, type)
+
+    async def save_atomic(self, content: str, type: str, source: str, tags: Sequence[str] = ()) -> SaveResult:
+        saved = await asyncio.to_thread(self.store.save_atomic, content, type, source, tuple(tags))
+        if self.semantic is not None and saved.created:
+            self.semantic.notify()
+        return saved
 
     async def delete_atomic(self, ids: Sequence[str]) -> DeleteReport:
         return await asyncio.to_thread(self.store.delete_atomic, list(ids))
@@ -136,6 +184,15 @@ class LocalBackend:
         except BackendError as exc:
             ok = False
             problems.append(str(exc))
+        if self.semantic is not None:
+            semantic = self.semantic.status()
+            if semantic.turns is not None and semantic.atomic is not None:
+                counts.update(
+                    vectors_done=semantic.turns.done + semantic.atomic.done,
+                    vectors_total=semantic.turns.total + semantic.atomic.total,
+                )
+            if semantic.state is ModelState.UNAVAILABLE:
+                problems.append(f"search by meaning is off, keyword search only: {semantic.reason}")
         listing = self.notes.list_scenarios()
         counts["scenarios"] = len(listing.entries)
         problems.extend(listing.problems)
@@ -151,5 +208,11 @@ class LocalBackend:
             problems=tuple(problems),
         )
 
+    def semantic_status(self) -> SemanticStatus | None:
+        """The embedding model and vector counts (None: this store searches by keyword only)."""
+        return self.semantic.status() if self.semantic is not None else None
+
     async def close(self) -> None:
+        if self.semantic is not None:
+            await asyncio.to_thread(self.semantic.close)
         self.store.close()

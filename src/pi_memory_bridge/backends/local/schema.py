@@ -66,8 +66,14 @@ def _migration_2(conn: sqlite3.Connection) -> None:
     conn.execute("ALTER TABLE turns ADD COLUMN tools_json TEXT NOT NULL DEFAULT '[]'")
 
 
+def _migration_3(conn: sqlite3.Connection) -> None:
+    # short topic tags of an L1 memory (one per line), written by consolidation: searched by
+    # keyword and embedded with the content, so "代码风格" can find "我讨厌魔法数字"
+    conn.execute("ALTER TABLE atomic ADD COLUMN tags TEXT NOT NULL DEFAULT ''")
+
+
 # Append only: index + 1 is the version a migration brings the schema to.
-MIGRATIONS: tuple[Callable[[sqlite3.Connection], None], ...] = (_migration_1, _migration_2)
+MIGRATIONS: tuple[Callable[[sqlite3.Connection], None], ...] = (_migration_1, _migration_2, _migration_3)
 LATEST_VERSION = len(MIGRATIONS)
 
 

@@ -13,7 +13,7 @@ import json
 import sqlite3
 import unicodedata
 from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -80,6 +80,20 @@ def content_key(content: str) -> str:
     folded = unicodedata.normalize("NFKC", content).casefold()
     spaced = "".join(" " if unicodedata.category(ch)[0] in "PZC" else ch for ch in folded)
     return " ".join(spaced.split())
+
+
+MAX_TAGS = 12
+MAX_TAG_CHARS = 64
+
+
+def clean_tags(tags: Sequence[str]) -> str:
+    """Tags as stored: one per line, whitespace folded, empty and repeated ones dropped."""
+    kept: dict[str, None] = {}
+    for tag in tags[:MAX_TAGS]:
+        folded = " ".join(tag.split())[:MAX_TAG_CHARS]
+        if folded:
+            kept.setdefault(folded, None)
+    return "\n".join(kept)
 
 
 def _chunks(items: Sequence[str]) -> Iterator[Sequence[str]]:
@@ -154,9 +168,10 @@ class SqliteMemoryStore:
             "UPDATE turns SET user_tokens = ?, assistant_tokens = ? WHERE id = ?",
             ((_tokens(user), _tokens(assistant), rowid) for rowid, user, assistant in turns),
         )
-        atomic = conn.execute("SELECT id, content FROM atomic").fetchall()
+        atomic = conn.execute("SELECT id, content, tags FROM atomic").fetchall()
         conn.executemany(
-            "UPDATE atomic SET tokens = ? WHERE id = ?", ((_tokens(c), rowid) for rowid, c in atomic)
+            "UPDATE atomic SET tokens = ? WHERE id = ?",
+            ((_tokens(f"{c}\n{t}" if t else c), rowid) for rowid, c, t in atomic),
         )
         fts.recount_document_frequencies(conn, TURNS_INDEX)
         fts.recount_document_frequencies(conn, ATOMIC_INDEX)
@@ -182,6 +197,18 @@ class SqliteMemoryStore:
     def _writing(self, action: str) -> Iterator[sqlite3.Connection]:
         with self._pool.connection() as conn, translated(self._db_path, action), self._transaction(conn):
             yield conn
+
+    def reading(self, action: str) -> AbstractContextManager[sqlite3.Connection]:
+        """A pooled connection for one read; for modules beside the store (vectors)."""
+        return self._reading(action)
+
+    def writing(self, action: str) -> AbstractContextManager[sqlite3.Connection]:
+        """A pooled connection inside one `BEGIN IMMEDIATE` transaction."""
+        return self._writing(action)
+
+    def connection(self, action: str) -> AbstractContextManager[sqlite3.Connection]:
+        """A pooled connection outside any transaction (the caller runs its own)."""
+        return self._reading(action)
 
     # --- L0 -----------------------------------------------------------------------------------
 
@@ -275,16 +302,19 @@ class SqliteMemoryStore:
 
     # --- L1 -----------------------------------------------------------------------------------
 
-    def save_atomic(self, content: str, type: str, source: str) -> SaveResult:
+    def save_atomic(self, content: str, type: str, source: str, tags: Sequence[str] = ()) -> SaveResult:
+        """Save one L1 memory; `tags` (short topic words, e.g. from consolidation) are searched
+        and embedded with it but are not part of its identity (duplicate detection)."""
         kind = _atomic_type(type)
         text = content.strip()
+        tag_text = clean_tags(tags)
         if len(text) > MAX_ATOMIC_CHARS:
             raise BackendRejected(f"atomic memory too long ({len(text)} > {MAX_ATOMIC_CHARS} characters)")
         key = content_key(text)
         if not key:
             raise BackendRejected("atomic memory content is empty")
         memory_id = "at-" + hashlib.sha256(key.encode()).hexdigest()[:24]
-        tokens = _tokens(text)
+        tokens = _tokens(f"{text}\n{tag_text}" if tag_text else text)
         with self._writing("saving an atomic memory") as conn:
             row = conn.execute("SELECT memory_id FROM atomic WHERE content_key = ?", (key,)).fetchone()
             if row is not None:
@@ -292,8 +322,8 @@ class SqliteMemoryStore:
             now = _now()
             conn.execute(
                 "INSERT INTO atomic(memory_id, type, content, content_key, source, created_at, "
-                "updated_at, tokens) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                (memory_id, kind.value, text, key, source, now, now, tokens),
+                "updated_at, tokens, tags) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (memory_id, kind.value, text, key, source, now, now, tokens, tag_text),
             )
             fts.add_document_frequencies(conn, ATOMIC_INDEX, [fts.distinct_terms([tokens])])
         return SaveResult(id=memory_id, created=True)

@@ -1,0 +1,317 @@
+"""Retrieval quality of L1/L0 search on the labelled memory set, keyword-only beside hybrid.
+
+    .venv/bin/python bench/bench_memory_quality.py [--split dev|test|all] [--sweep]
+
+Loads bench/memory_set/ (L1 memories, dated multi-session L0 transcripts, 170 cases in
+English, Chinese and across the two) into a real temporary local store, buries the L0 turns
+among the templated noise turns of tests/data/search_quality, computes every vector with the
+bundled model, and scores each case without an LLM, the way recall asks: L1 top 6 and L0 top 4
+(the default limits), a case's rank being the best rank of any of its gold ids in either layer.
+
+    recall@1, recall@5, MRR      per slice and language
+    stale leakage                update cases whose superseded memory is returned (L1)
+    abstention false-recall      abstention cases for which anything at all is returned
+    injected chars               size of the block recall would inject (mean per case)
+
+It also re-scores the L0 keyword set of tests/data/search_quality (recall@4) with both, the
+guard against regressions where keyword search already works. `--sweep` prints the dev-split
+metrics over a grid of fusion parameters (what the defaults in embeddings/fusion.py were
+chosen from). `--no-tags` stores the L1 memories without their topic tags (the tags stand for
+what consolidation writes beside each memory; see the set's about). Superseded memories are
+inserted only when the store can mark them superseded (an `atomic.superseded_by` column); until
+then they are left out, and leakage says so.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import statistics
+import sys
+import tempfile
+import time
+from collections import defaultdict
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+from pi_memory_bridge.backends.base import ConversationTurn
+from pi_memory_bridge.backends.local import LocalBackend
+from pi_memory_bridge.embeddings import ModelHandle, load_use
+from pi_memory_bridge.embeddings.cache import default_cache_root
+from pi_memory_bridge.embeddings.fusion import L0_PARAMS, L1_PARAMS, FusionParams
+from pi_memory_bridge.recall import Layer, RecallBudget, recall
+
+ROOT = Path(__file__).resolve().parent.parent
+SET = ROOT / "bench" / "memory_set"
+NOISE = ROOT / "tests" / "data" / "search_quality"
+L1_LIMIT, L0_LIMIT = 6, 4
+SLICES = ("paraphrase", "single_fact", "identifier", "update", "temporal", "multi_session", "abstention")
+
+
+def _json(path: Path) -> Any:
+    return json.loads(path.read_text(encoding="utf-8"))
+
+
+@dataclass
+class Loaded:
+    backend: LocalBackend  # hybrid
+    keyword: LocalBackend  # the same store, no model
+    memory_ids: dict[str, str]  # set id -> store id
+    reverse: dict[str, str]
+    superseded_in_store: bool
+
+
+def _supports_supersede(backend: LocalBackend) -> bool:
+    with backend.store.reading("inspecting the schema") as conn:
+        columns = {row[1] for row in conn.execute("PRAGMA table_info(atomic)")}
+    return "superseded_by" in columns
+
+
+def _mark_superseded(backend: LocalBackend, old: str, new: str) -> None:
+    with backend.store.writing("marking a memory superseded") as conn:
+        conn.execute(
+            "UPDATE atomic SET superseded_by = ?, valid_to = updated_at WHERE memory_id = ?", (new, old)
+        )
+
+
+def load_set(root: Path, handle: ModelHandle, *, tags: bool = True) -> Loaded:
+    backend = LocalBackend(root, embeddings=handle)
+    keyword = LocalBackend(root)
+    supersede = _supports_supersede(backend)
+    ids: dict[str, str] = {}
+    memories = _json(SET / "memories.json")["memories"]
+    for m in memories:
+        if m.get("superseded_by") and not supersede:
+            continue
+        extra = tuple(m.get("tags", ())) if tags else ()
+        ids[m["id"]] = backend.store.save_atomic(m["content"], m["type"], "bench", extra).id
+    if supersede:
+        for m in memories:
+            if m.get("superseded_by"):
+                _mark_superseded(backend, ids[m["id"]], ids[m["superseded_by"]])
+    turns: list[ConversationTurn] = []
+    for session in _json(SET / "sessions.json")["sessions"]:
+        start = datetime.fromisoformat(session["at"])
+        for i, t in enumerate(session["turns"]):
+            turns.append(
+                ConversationTurn(
+                    t["id"], session["id"], t["user"], t["assistant"], start + timedelta(minutes=3 * i)
+                )
+            )
+    noise_start = datetime(2026, 1, 5, tzinfo=UTC)
+    for i, line in enumerate((NOISE / "turns.jsonl").read_text(encoding="utf-8").splitlines()):
+        t = json.loads(line)
+        if t["id"].startswith("noise-"):
+            at = noise_start + timedelta(hours=11 * i)
+            turns.append(ConversationTurn(t["id"], t["session"], t["user"], t["assistant"], at))
+    backend.store.add_turns(turns)
+    encoder = handle.wait(600)
+    assert encoder is not None and backend.semantic is not None, handle.describe()
+    backend.semantic.worker.drain(encoder)
+    reverse = {v: k for k, v in ids.items()}
+    return Loaded(backend, keyword, ids, reverse, supersede)
+
+
+@dataclass
+class CaseResult:
+    case: dict[str, Any]
+    rank: int | None  # best rank of a gold id in either layer (1-based)
+    returned: int  # items returned over both layers
+    stale: bool
+    ranks_all: list[int | None]  # per gold id
+
+
+async def run_case(loaded: Loaded, backend: LocalBackend, case: dict[str, Any]) -> CaseResult:
+    query = case["query"]
+    l1 = await backend.search_atomic(query, L1_LIMIT)
+    l0 = await backend.search_conversation(query, L0_LIMIT)
+    l1_ids = [loaded.reverse.get(m.id, m.id) for m in l1]
+    l0_ids = [h.turn_id for h in l0]
+    ranks: list[int | None] = []
+    for gold in case["gold"]:
+        found = [ids.index(gold) + 1 for ids in (l1_ids, l0_ids) if gold in ids]
+        ranks.append(min(found) if found else None)
+    present = [r for r in ranks if r is not None]
+    return CaseResult(
+        case,
+        min(present) if present else None,
+        len(l1) + len(l0),
+        any(s in l1_ids for s in case["stale"]),
+        ranks,
+    )
+
+
+@dataclass
+class Scores:
+    n: int
+    r1: float
+    r5: float
+    mrr: float
+    complete5: float  # every gold id within the top 5 (multi-session)
+
+    def line(self) -> str:
+        return (
+            f"n={self.n:<3} R@1 {self.r1:.2f}  R@5 {self.r5:.2f}  MRR {self.mrr:.2f}  "
+            f"all@5 {self.complete5:.2f}"
+        )
+
+
+def score(results: Sequence[CaseResult]) -> Scores:
+    answerable = [r for r in results if r.case["gold"]]
+    n = len(answerable)
+    if n == 0:
+        return Scores(0, float("nan"), float("nan"), float("nan"), float("nan"))
+    r1 = sum(1 for r in answerable if r.rank == 1) / n
+    r5 = sum(1 for r in answerable if r.rank is not None and r.rank <= 5) / n
+    mrr = sum(1 / r.rank for r in answerable if r.rank) / n
+    complete = sum(1 for r in answerable if all(x is not None and x <= 5 for x in r.ranks_all)) / n
+    return Scores(n, r1, r5, mrr, complete)
+
+
+async def evaluate(
+    loaded: Loaded, backend: LocalBackend, cases: Sequence[dict[str, Any]]
+) -> list[CaseResult]:
+    return [await run_case(loaded, backend, c) for c in cases]
+
+
+def summarize(results: Sequence[CaseResult]) -> dict[str, Any]:
+    by_slice: dict[str, list[CaseResult]] = defaultdict(list)
+    for r in results:
+        by_slice[r.case["slice"]].append(r)
+    abstain = by_slice.get("abstention", [])
+    updates = by_slice.get("update", [])
+    para = by_slice.get("paraphrase", [])
+    return {
+        "slices": {s: score(by_slice[s]) for s in SLICES if by_slice.get(s)},
+        "paraphrase_lang": {
+            lang: score([r for r in para if r.case["lang"] == lang]) for lang in ("en", "zh", "cross")
+        },
+        "all": score(results),
+        "abstention_false_recall": (sum(1 for r in abstain if r.returned) / len(abstain)) if abstain else 0.0,
+        "stale_leakage": (sum(1 for r in updates if r.stale) / len(updates)) if updates else 0.0,
+    }
+
+
+async def injected_chars(backend: LocalBackend, cases: Sequence[dict[str, Any]]) -> float:
+    budget = RecallBudget(
+        limits={Layer.L3: 1, Layer.L1: L1_LIMIT, Layer.L2: 2, Layer.L0: L0_LIMIT, Layer.SKILL: 0}
+    )
+    sizes = [(await recall(backend, c["query"], budget)).chars for c in cases]
+    return statistics.mean(sizes) if sizes else 0.0
+
+
+class KeywordSet:
+    """tests/data/search_quality's L0 turns and queries in a store of their own."""
+
+    def __init__(self, root: Path, handle: ModelHandle) -> None:
+        self.backend = LocalBackend(root, embeddings=handle)
+        stamp = datetime(2026, 6, 1, tzinfo=UTC)
+        self.backend.store.add_turns(
+            [
+                ConversationTurn(t["id"], t["session"], t["user"], t["assistant"], stamp)
+                for t in map(json.loads, (NOISE / "turns.jsonl").read_text(encoding="utf-8").splitlines())
+            ]
+        )
+        encoder = handle.wait(600)
+        assert encoder is not None and self.backend.semantic is not None
+        self.backend.semantic.worker.drain(encoder)
+        lines = (NOISE / "queries.jsonl").read_text(encoding="utf-8").splitlines()
+        self.queries = [json.loads(x) for x in lines]
+
+    async def recall_at_4(self) -> tuple[float, float]:
+        """(keyword, hybrid) recall@4."""
+        totals = [0.0, 0.0]
+        for q in self.queries:
+            relevant = set(q["relevant"])
+            keyword = self.backend.store.search_conversation(q["query"], 4)
+            hybrid = await self.backend.search_conversation(q["query"], 4)
+            for i, hits in enumerate((keyword, hybrid)):
+                totals[i] += len({h.turn_id for h in hits} & relevant) / min(4, len(relevant))
+        return totals[0] / len(self.queries), totals[1] / len(self.queries)
+
+
+def print_summary(title: str, s: dict[str, Any], chars: float | None = None) -> None:
+    print(f"  {title}")
+    for name, sc in s["slices"].items():
+        print(f"    {name:<14} {sc.line()}")
+    for lang, sc in s["paraphrase_lang"].items():
+        print(f"      paraphrase/{lang:<6} {sc.line()}")
+    print(f"    {'all answerable':<14} {s['all'].line()}")
+    print(
+        f"    stale leakage {s['stale_leakage']:.2f}   "
+        f"abstention false-recall {s['abstention_false_recall']:.2f}"
+        + (f"   injected chars/case {chars:.0f}" if chars is not None else "")
+    )
+
+
+async def sweep(loaded: Loaded, cases: Sequence[dict[str, Any]], keyword_set: KeywordSet) -> None:
+    assert loaded.backend.semantic is not None and keyword_set.backend.semantic is not None
+    semantics = (loaded.backend.semantic, keyword_set.backend.semantic)
+    print("fusion parameter sweep (dev split; kw-set = tests/data/search_quality L0 recall@4)")
+    grid = [
+        (w1, f1, w0, f0)
+        for w1 in (0.0, 0.1, 0.2)
+        for f1 in (0.15, 0.2, 0.25)
+        for w0 in (0.1, 0.3, 0.5)
+        for f0 in (0.25, 0.3, 0.35)
+    ]
+    for w1, f1, w0, f0 in grid:
+        for semantic in semantics:
+            semantic.l1_params = FusionParams(keyword_weight=w1, min_score=f1)
+            semantic.l0_params = FusionParams(keyword_weight=w0, min_score=f0)
+        s = summarize(await evaluate(loaded, loaded.backend, cases))
+        sl = s["slices"]
+        _, kw_set = await keyword_set.recall_at_4()
+        print(
+            f"  L1 w={w1:<4} >={f1:<5} L0 w={w0:<4} >={f0:<5} para {sl['paraphrase'].r5:.2f}  "
+            f"ident {sl['identifier'].r1:.2f}  single {sl['single_fact'].r5:.2f}  "
+            f"update {sl['update'].r5:.2f}  temporal {sl['temporal'].r5:.2f}  "
+            f"abst {s['abstention_false_recall']:.2f}  all R@5 {s['all'].r5:.2f}  kw-set {kw_set:.3f}"
+        )
+    for semantic in semantics:
+        semantic.l1_params, semantic.l0_params = L1_PARAMS, L0_PARAMS
+
+
+async def main(argv: Sequence[str]) -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--split", choices=("dev", "test", "all"), default="all")
+    ap.add_argument("--sweep", action="store_true")
+    ap.add_argument("--no-tags", action="store_true", help="store the memories without their topic tags")
+    a = ap.parse_args(argv)
+    import os
+
+    handle = ModelHandle(lambda: load_use(default_cache_root(os.environ)))
+    cases = [c for c in _json(SET / "cases.json")["cases"] if a.split == "all" or c["split"] == a.split]
+    with tempfile.TemporaryDirectory() as tmp:
+        started = time.perf_counter()
+        loaded = load_set(Path(tmp), handle, tags=not a.no_tags)
+        superseded = "in the store, marked" if loaded.superseded_in_store else "left out (no column yet)"
+        print(
+            f"memory set loaded in {time.perf_counter() - started:.1f} s ({handle.describe()}); "
+            f"superseded memories {superseded}; L1 topic tags {'off' if a.no_tags else 'on'}"
+        )
+        keyword_set = KeywordSet(Path(tmp) / "keyword-set", handle)
+        if a.sweep:
+            await sweep(loaded, [c for c in cases if c["split"] == "dev"], keyword_set)
+        print(f"fusion: L1 {L1_PARAMS}, L0 {L0_PARAMS}")
+        for split in ("dev", "test", "all") if a.split == "all" else (a.split,):
+            chosen = [c for c in cases if split == "all" or c["split"] == split]
+            print(f"== split {split} ({len(chosen)} cases)")
+            kw = summarize(await evaluate(loaded, loaded.keyword, chosen))
+            hy = summarize(await evaluate(loaded, loaded.backend, chosen))
+            print_summary(
+                "keyword only (FTS5/BM25, as before)", kw, await injected_chars(loaded.keyword, chosen)
+            )
+            print_summary("hybrid (vectors + keywords)", hy, await injected_chars(loaded.backend, chosen))
+        kw4, hy4 = await keyword_set.recall_at_4()
+        print(f"tests/data/search_quality L0 recall@4: keyword {kw4:.3f}, hybrid {hy4:.3f}")
+        for backend in (loaded.backend, loaded.keyword, keyword_set.backend):
+            await backend.close()
+
+
+if __name__ == "__main__":
+    asyncio.run(main(sys.argv[1:]))

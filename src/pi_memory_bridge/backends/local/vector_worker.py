@@ -1,0 +1,123 @@
+"""The background worker that gives every stored row its vector: new turns at capture, and
+the rows of an existing store (backfill), newest first.
+
+Delivery into the store never waits for it: `add_turns` and `save_atomic` only `notify()` it.
+It embeds in small batches and, while a backlog lasts, rests as long as each batch took, so a
+backfill takes at most about half of one core and recall in the same process stays fast.
+Several sidecars (one per Pi session) share a store: an advisory lock file lets one of them
+work on it at a time; the others retry now and then, and whoever holds the lock also embeds
+the rows the others captured.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import logging
+import os
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from pi_memory_bridge.backends.base import BackendError
+from pi_memory_bridge.backends.local.vectors import SPECS, VectorSpec, pending, store_vectors
+
+if TYPE_CHECKING:
+    from pi_memory_bridge.backends.local.store import SqliteMemoryStore
+    from pi_memory_bridge.embeddings import ModelHandle
+    from pi_memory_bridge.embeddings.use_model import UseEncoder
+
+log = logging.getLogger(__name__)
+
+BATCH = 32
+POLL_S = 60.0  # a look for rows nobody notified us about (another process's, or edited ones)
+LOCK_RETRY_S = 5.0
+MODEL_WAIT_S = 600.0
+
+
+@contextlib.contextmanager
+def _exclusive(lock_path: Path) -> Iterator[bool]:
+    """Whether this process holds the store's embedding lock (non-blocking)."""
+    fd = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            yield False
+            return
+        try:
+            yield True
+        finally:
+            fcntl.flock(fd, fcntl.LOCK_UN)
+    finally:
+        os.close(fd)
+
+
+class VectorWorker:
+    def __init__(self, store: SqliteMemoryStore, handle: ModelHandle, lock_path: Path) -> None:
+        self._store = store
+        self._handle = handle
+        self._lock_path = lock_path
+        self._wake = threading.Event()
+        self._stopping = threading.Event()
+        self._thread: threading.Thread | None = None
+        self.embedded = 0  # rows this process embedded
+        self.last_error = ""
+
+    def start(self) -> None:
+        if self._thread is None:
+            self._thread = threading.Thread(target=self._run, name="vector-worker", daemon=True)
+            self._thread.start()
+
+    def notify(self) -> None:
+        self._wake.set()
+
+    def stop(self, timeout: float = 2.0) -> None:
+        self._stopping.set()
+        self._wake.set()
+        if self._thread is not None:
+            self._thread.join(timeout)
+
+    def _run(self) -> None:
+        encoder = self._handle.wait(MODEL_WAIT_S)
+        if encoder is None:
+            return  # the handle says why; search stays keyword-only
+        retry = False
+        while not self._stopping.is_set():
+            try:
+                with _exclusive(self._lock_path) as mine:
+                    if mine:
+                        self.drain(encoder)
+                    retry = not mine
+            except (BackendError, OSError) as exc:
+                self.last_error = str(exc)
+                log.warning("embedding stored rows failed (retrying later): %s", exc)
+                retry = True
+            self._wake.wait(LOCK_RETRY_S if retry else POLL_S)
+            self._wake.clear()
+
+    def drain(self, encoder: UseEncoder) -> int:
+        """Embed every row that has no vector; returns how many got one."""
+        done = 0
+        for spec in SPECS:
+            while not self._stopping.is_set():
+                started = time.perf_counter()
+                stored = self._batch(spec, encoder)
+                if stored is None:
+                    break
+                done += stored
+                # a backlog: rest as long as the batch took (at most ~half a core)
+                self._stopping.wait(time.perf_counter() - started)
+        self.embedded += done
+        return done
+
+    def _batch(self, spec: VectorSpec, encoder: UseEncoder) -> int | None:
+        with self._store.reading("finding rows without vectors") as conn:
+            rows = pending(conn, spec, BATCH)
+        if not rows:
+            return None
+        vectors = encoder.embed([r.text for r in rows])
+        with self._store.writing("storing vectors") as conn:
+            return store_vectors(conn, spec, rows, vectors)

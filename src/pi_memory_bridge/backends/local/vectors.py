@@ -1,0 +1,255 @@
+"""Vectors beside L0 turns and L1 memories, and brute-force cosine search over them.
+
+Each content table (`turns`, `atomic`) has a vector table keyed by the content row's id. The
+vectors are derived data: the tables are created here, idempotently, when a store is opened
+(not by the store's numbered migrations), and emptied when the embedding model changes, after
+which the background worker computes them again. Triggers keep them honest whatever code
+path changes the content: deleting a row deletes its vector (forget leaves no vector behind;
+the store's secure_delete zeroes the freed pages), and editing a row's text drops its vector so
+it is computed again.
+
+On disk a vector is float16 (1 KiB at 512 dimensions, so three fit in a page; float32 would
+take a whole page each). In memory each table's vectors form one float32 matrix; a query is
+one matrix-vector product plus a partial sort (numpy, one BLAS thread). The matrix follows
+the table incrementally: `seq` only grows (AUTOINCREMENT), so new vectors are those past the
+last seq seen, and `meta.vector_generation` counts deletions, so a search after a forget drops
+the rows that are gone before it ranks anything. sqlite-vec would need
+`enable_load_extension`, which common Python builds lack (research notes §3.4), and is
+slower than numpy at this size.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import threading
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+
+VECTOR_SCHEMA = "1"
+STORED_DTYPE = np.float16
+
+
+@dataclass(frozen=True, slots=True)
+class VectorSpec:
+    content_table: str
+    vector_table: str
+    text_columns: tuple[str, ...]  # what is embedded, joined by newlines
+
+    def ddl(self) -> list[str]:
+        t, v = self.content_table, self.vector_table
+        cols = ", ".join(self.text_columns)
+        return [
+            f"CREATE TABLE IF NOT EXISTS {v} (seq INTEGER PRIMARY KEY AUTOINCREMENT, "
+            "row_id INTEGER NOT NULL, vec BLOB NOT NULL)",
+            # small beside the table (no blobs): counts, reconciles and lookups walk this
+            f"CREATE UNIQUE INDEX IF NOT EXISTS {v}_by_row ON {v}(row_id)",
+            f"CREATE TRIGGER IF NOT EXISTS {t}_vector_delete AFTER DELETE ON {t} BEGIN "
+            f"DELETE FROM {v} WHERE row_id = old.id; END",
+            f"CREATE TRIGGER IF NOT EXISTS {t}_vector_stale AFTER UPDATE OF {cols} ON {t} BEGIN "
+            f"DELETE FROM {v} WHERE row_id = old.id; END",
+            f"CREATE TRIGGER IF NOT EXISTS {v}_generation AFTER DELETE ON {v} BEGIN "
+            "UPDATE meta SET value = CAST(value AS INTEGER) + 1 WHERE key = 'vector_generation'; END",
+        ]
+
+
+TURN_VECTORS = VectorSpec("turns", "turn_vectors", ("user_text", "assistant_text"))
+ATOMIC_VECTORS = VectorSpec("atomic", "atomic_vectors", ("content", "tags"))
+SPECS = (TURN_VECTORS, ATOMIC_VECTORS)
+
+
+def _meta(conn: sqlite3.Connection, key: str) -> str | None:
+    row = conn.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
+    return None if row is None else str(row[0])
+
+
+def _set_meta(conn: sqlite3.Connection, key: str, value: str) -> None:
+    conn.execute(
+        "INSERT INTO meta(key, value) VALUES (?, ?) ON CONFLICT(key) DO UPDATE SET value = excluded.value",
+        (key, value),
+    )
+
+
+def ensure_schema(conn: sqlite3.Connection, model_id: str) -> None:
+    """Create the vector tables if missing; drop every vector when they came from another model.
+
+    Runs its own `BEGIN IMMEDIATE` (the caller holds no transaction)."""
+    if _meta(conn, "vector_schema") == VECTOR_SCHEMA and _meta(conn, "vector_model") == model_id:
+        return
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        for spec in SPECS:
+            for statement in spec.ddl():
+                conn.execute(statement)
+        if _meta(conn, "vector_generation") is None:
+            _set_meta(conn, "vector_generation", "0")
+        if _meta(conn, "vector_model") not in (None, model_id):
+            for spec in SPECS:
+                conn.execute(f"DELETE FROM {spec.vector_table}")
+        _set_meta(conn, "vector_schema", VECTOR_SCHEMA)
+        _set_meta(conn, "vector_model", model_id)
+        conn.execute("COMMIT")
+    except BaseException:
+        if conn.in_transaction:
+            conn.execute("ROLLBACK")
+        raise
+
+
+@dataclass(frozen=True, slots=True)
+class PendingRow:
+    row_id: int
+    texts: tuple[str, ...]
+
+    @property
+    def text(self) -> str:
+        return "\n".join(t.strip() for t in self.texts if t.strip())
+
+
+def pending(conn: sqlite3.Connection, spec: VectorSpec, limit: int, above: int = 0) -> list[PendingRow]:
+    """Rows without a vector, newest first (recent memory matters most while backfilling)."""
+    cols = ", ".join(f"c.{c}" for c in spec.text_columns)
+    rows = conn.execute(
+        f"SELECT c.id, {cols} FROM {spec.content_table} AS c WHERE c.id > ? AND NOT EXISTS "
+        f"(SELECT 1 FROM {spec.vector_table} AS v WHERE v.row_id = c.id) ORDER BY c.id DESC LIMIT ?",
+        (above, limit),
+    ).fetchall()
+    return [PendingRow(int(r[0]), tuple(str(x) for x in r[1:])) for r in rows]
+
+
+def store_vectors(
+    conn: sqlite3.Connection, spec: VectorSpec, rows: Sequence[PendingRow], vectors: npt.NDArray[np.float32]
+) -> int:
+    """Insert the vectors of rows whose text is still what was embedded; returns how many.
+
+    Inside the caller's write transaction. A row deleted or edited since it was read gets no
+    vector: a forgotten memory must not leave one behind, an edited one gets a fresh one later."""
+    same_text = " AND ".join(f"{c} = ?" for c in spec.text_columns)
+    stored = 0
+    for row, vector in zip(rows, vectors, strict=True):
+        cursor = conn.execute(
+            f"INSERT OR IGNORE INTO {spec.vector_table}(row_id, vec) SELECT ?, ? "
+            f"WHERE EXISTS (SELECT 1 FROM {spec.content_table} WHERE id = ? AND {same_text})",
+            (row.row_id, vector.astype(STORED_DTYPE).tobytes(), row.row_id, *row.texts),
+        )
+        stored += cursor.rowcount
+    return stored
+
+
+@dataclass(frozen=True, slots=True)
+class VectorCounts:
+    done: int
+    total: int
+
+
+def counts(conn: sqlite3.Connection, spec: VectorSpec) -> VectorCounts:
+    v = spec.vector_table
+    done = conn.execute(f"SELECT count(*) FROM {v} INDEXED BY {v}_by_row").fetchone()[0]
+    total = conn.execute(f"SELECT count(*) FROM {spec.content_table}").fetchone()[0]
+    return VectorCounts(done=int(done), total=int(total))
+
+
+class VectorMatrix:
+    """One vector table in memory, kept in step with the table before each search."""
+
+    def __init__(self, spec: VectorSpec, dim: int) -> None:
+        self.spec = spec
+        self.dim = dim
+        self._lock = threading.Lock()
+        self._ids = np.zeros(0, dtype=np.int64)
+        self._seqs = np.zeros(0, dtype=np.int64)
+        self._matrix = np.zeros((0, dim), dtype=np.float32)
+        self._size = 0
+        self._last_seq = 0
+        self._generation: str | None = None
+
+    @property
+    def size(self) -> int:
+        return self._size
+
+    def refresh(self, conn: sqlite3.Connection, timeout: float = -1) -> bool:
+        """Drop rows deleted from the table and load the ones added since the last refresh.
+
+        False when another thread is still loading the matrix after `timeout` seconds."""
+        if not self._lock.acquire(timeout=timeout):
+            return False
+        try:
+            self._refresh(conn)
+        finally:
+            self._lock.release()
+        return True
+
+    def _refresh(self, conn: sqlite3.Connection) -> None:
+        v = self.spec.vector_table
+        generation = _meta(conn, "vector_generation")
+        if generation != self._generation:
+            if self._size:
+                # by seq, not row id: an edited row's new vector has a new seq
+                alive = np.fromiter(
+                    (r[0] for r in conn.execute(f"SELECT seq FROM {v} INDEXED BY {v}_by_row")),
+                    dtype=np.int64,
+                )
+                keep = np.isin(self._seqs[: self._size], alive)
+                kept = int(keep.sum())
+                self._ids[:kept] = self._ids[: self._size][keep]
+                self._seqs[:kept] = self._seqs[: self._size][keep]
+                self._matrix[:kept] = self._matrix[: self._size][keep]
+                self._size = kept
+            self._generation = generation
+        top = conn.execute(f"SELECT max(seq) FROM {v}").fetchone()[0]
+        if top is None or int(top) <= self._last_seq:
+            return
+        cursor = conn.execute(
+            f"SELECT seq, row_id, vec FROM {v} WHERE seq > ? ORDER BY seq", (self._last_seq,)
+        )
+        while batch := cursor.fetchmany(4096):
+            self._append(batch)
+
+    def _append(self, batch: list[tuple[int, int, bytes]]) -> None:
+        width = self.dim * np.dtype(STORED_DTYPE).itemsize
+        good = [r for r in batch if len(r[2]) == width]  # a foreign blob is skipped, not trusted
+        self._last_seq = max(self._last_seq, int(batch[-1][0]))
+        if not good:
+            return
+        need = self._size + len(good)
+        if need > len(self._ids):
+            capacity = max(need, 2 * len(self._ids), 1024)
+            ids = np.zeros(capacity, dtype=np.int64)
+            seqs = np.zeros(capacity, dtype=np.int64)
+            matrix = np.zeros((capacity, self.dim), dtype=np.float32)
+            ids[: self._size] = self._ids[: self._size]
+            seqs[: self._size] = self._seqs[: self._size]
+            matrix[: self._size] = self._matrix[: self._size]
+            self._ids, self._seqs, self._matrix = ids, seqs, matrix
+        blob = b"".join(r[2] for r in good)
+        block = np.frombuffer(blob, dtype=STORED_DTYPE).reshape(len(good), self.dim)
+        self._matrix[self._size : need] = block
+        self._ids[self._size : need] = [r[1] for r in good]
+        self._seqs[self._size : need] = [r[0] for r in good]
+        self._size = need
+
+    def search(self, query: npt.NDArray[np.float32], k: int) -> list[tuple[int, float]]:
+        """The k row ids most similar to `query` (a unit vector), best first, with cosines."""
+        with self._lock:
+            n = self._size
+            if n == 0 or k <= 0:
+                return []
+            scores = self._matrix[:n] @ query
+            top = np.argpartition(-scores, k - 1)[:k] if k < n else np.arange(n)
+            order = top[np.argsort(-scores[top], kind="stable")]
+            return [(int(self._ids[i]), float(scores[i])) for i in order]
+
+    def similarities(self, query: npt.NDArray[np.float32], row_ids: Sequence[int]) -> dict[int, float]:
+        """Cosines of the given rows that have a vector."""
+        if not row_ids:
+            return {}
+        with self._lock:
+            n = self._size
+            ids = self._ids[:n]
+            wanted = np.asarray(row_ids, dtype=np.int64)
+            positions = np.nonzero(np.isin(ids, wanted))[0]
+            if positions.size == 0:
+                return {}
+            scores = self._matrix[positions] @ query
+            return {int(ids[p]): float(s) for p, s in zip(positions, scores, strict=True)}

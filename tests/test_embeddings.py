@@ -1,0 +1,121 @@
+"""The bundled embedding model: pinned files, the hash check, the decoded-model cache, and
+what search does when the model cannot be used."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from pi_memory_bridge.backends.local import LocalBackend
+from pi_memory_bridge.embeddings import ModelHandle, ModelState, bundle, cache, disabled_handle, load_use
+from pi_memory_bridge.embeddings.use_model import UseEncoder
+
+SAMPLES = ["我讨厌魔法数字", "I hate magic numbers", "order_sync fails with ECONNRESET", "今天天气不错", " "]
+
+
+def _copy_files(target: Path) -> bundle.BundleFiles:
+    real = bundle.locate()
+    target.mkdir(parents=True, exist_ok=True)
+    shutil.copy2(real.weights, target / "weights.npz")
+    shutil.copy2(real.tokenizer, target / "sp.model")
+    return bundle.BundleFiles(weights=target / "weights.npz", tokenizer=target / "sp.model")
+
+
+def _flip_byte(path: Path, offset: int = 1000) -> None:
+    with path.open("r+b") as f:
+        f.seek(offset)
+        byte = f.read(1)
+        f.seek(offset)
+        f.write(bytes([byte[0] ^ 0xFF]))
+
+
+def _encoder(handle: ModelHandle) -> UseEncoder:
+    encoder = handle.wait(600)
+    assert encoder is not None, handle.describe()
+    return encoder
+
+
+def test_the_installed_files_have_the_pinned_hashes() -> None:
+    bundle.verify(bundle.locate())
+
+
+def test_vectors_are_unit_length_and_cross_lingual(model_handle: ModelHandle) -> None:
+    vectors = _encoder(model_handle).embed(SAMPLES)
+    assert vectors.shape == (5, bundle.DIMENSIONS) and vectors.dtype == np.float32
+    assert np.allclose(np.linalg.norm(vectors[:4], axis=1), 1.0, atol=1e-4)
+    assert not vectors[4].any()  # blank text: a zero vector, similar to nothing
+    same, unrelated = float(vectors[0] @ vectors[1]), float(vectors[0] @ vectors[3])
+    assert same > 0.6 > unrelated
+
+
+def test_a_tampered_weights_file_makes_the_model_unavailable(tmp_path: Path) -> None:
+    files = _copy_files(tmp_path / "wheel")
+    _flip_byte(files.weights)
+    handle = ModelHandle(lambda: load_use(tmp_path / "cache", files))
+    assert handle.wait(60) is None
+    assert handle.state is ModelState.UNAVAILABLE
+    assert "SHA-256" in handle.reason and "weights.npz" in handle.reason
+    assert not (tmp_path / "cache" / cache.cache_key()).exists()  # nothing was cached from it
+
+
+async def test_without_the_model_search_is_keyword_search_as_before(tmp_path: Path) -> None:
+    keyword_only = LocalBackend(tmp_path / "a")
+    unavailable = LocalBackend(tmp_path / "b", embeddings=disabled_handle("weights.npz has SHA-256 00…"))
+    for backend in (keyword_only, unavailable):
+        await backend.save_atomic("The deploy script lives in scripts/deploy.sh", "fact", "test")
+        await backend.save_atomic("我讨厌魔法数字", "preference", "test")
+    for query in ("deploy script", "魔法数字", "how do I ship to production"):
+        expected = [(m.content, m.score) for m in await keyword_only.search_atomic(query, 5)]
+        assert [(m.content, m.score) for m in await unavailable.search_atomic(query, 5)] == expected
+    status = await unavailable.status()
+    assert any("keyword search only" in p and "SHA-256" in p for p in status.problems)
+    for backend in (keyword_only, unavailable):
+        await backend.close()
+
+
+def test_a_corrupt_cache_is_rebuilt_never_used(
+    tmp_path: Path, model_handle: ModelHandle, model_cache_root: Path
+) -> None:
+    root = tmp_path / "cache"
+    shutil.copytree(model_cache_root, root)
+    directory = root / cache.cache_key()
+    _flip_byte(directory / "a.table.npy", offset=40_000)
+    with pytest.raises(cache.CacheInvalid, match="SHA-256"):
+        cache.load(root, bundle.locate())
+    rebuilt = load_use(root)
+    assert rebuilt.source == "wheel"
+    again = load_use(root)
+    assert again.source == "cache"
+    # the rebuilt cache, a restored one and a fresh decode give the same vectors
+    reference = _encoder(model_handle).embed(SAMPLES)
+    assert np.array_equal(rebuilt.encoder.embed(SAMPLES), reference)
+    assert np.array_equal(again.encoder.embed(SAMPLES), reference)
+    assert (directory / cache.MANIFEST).stat().st_mode & 0o777 == 0o600
+    assert directory.stat().st_mode & 0o777 == 0o700
+
+
+@pytest.mark.parametrize(
+    "damage",
+    ["manifest-garbage", "manifest-missing", "tokenizer-truncated", "array-missing", "source-changed"],
+)
+def test_any_damage_to_the_cache_is_refused(tmp_path: Path, model_cache_root: Path, damage: str) -> None:
+    root = tmp_path / "cache"
+    shutil.copytree(model_cache_root, root)
+    directory = root / cache.cache_key()
+    files = bundle.locate()
+    if damage == "manifest-garbage":
+        (directory / cache.MANIFEST).write_text('{"format": 1, "model": ')
+    elif damage == "manifest-missing":
+        (directory / cache.MANIFEST).unlink()
+    elif damage == "tokenizer-truncated":
+        blob = (directory / cache.TOKENIZER_FILE).read_bytes()
+        (directory / cache.TOKENIZER_FILE).write_bytes(blob[: len(blob) // 2])
+    elif damage == "array-missing":
+        (directory / "a.proj_W.npy").unlink()
+    else:
+        files = _copy_files(tmp_path / "wheel")  # same bytes, another file: not what was cached
+    with pytest.raises(cache.CacheInvalid):
+        cache.load(root, files)

@@ -35,6 +35,7 @@ from pi_memory_bridge.backends.base import (
 from pi_memory_bridge.backends.local.notes import NoteFiles
 from pi_memory_bridge.backends.local.schema import LATEST_VERSION
 from pi_memory_bridge.backends.local.store import DEFAULT_BUSY_TIMEOUT_MS, SqliteMemoryStore
+from pi_memory_bridge.private_files import ensure_private_dir
 
 DB_FILENAME = "memory.sqlite3"
 
@@ -66,7 +67,7 @@ class LocalBackend:
     def __init__(self, root: Path, *, busy_timeout_ms: int = DEFAULT_BUSY_TIMEOUT_MS) -> None:
         self.root = root
         try:
-            root.mkdir(parents=True, exist_ok=True)
+            ensure_private_dir(root)
         except OSError as exc:
             raise BackendConfigError(f"cannot create the local memory store directory {root}: {exc}") from exc
         self.store = SqliteMemoryStore(root / DB_FILENAME, busy_timeout_ms=busy_timeout_ms)

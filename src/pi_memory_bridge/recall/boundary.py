@@ -107,11 +107,6 @@ def contains_tag_delimiter(text: str) -> bool:
     return any(c in _NEUTRALISED for c in text)
 
 
-def contains_invisible(text: str) -> bool:
-    """Does `text` hold a character `escape_field` drops (or a lone surrogate)?"""
-    return any(_ESCAPE_TABLE.get(ord(c), "") is None or 0xD800 <= ord(c) < 0xE000 for c in text)
-
-
 def wrap(sections: list[str]) -> str:
     return "\n\n".join([OPEN_TAG, PREAMBLE, *sections, CLOSE_TAG])
 

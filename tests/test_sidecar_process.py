@@ -92,3 +92,14 @@ def test_exits_on_stdin_eof(sidecar: SidecarProcess, tmp_path: Path) -> None:
     started = time.monotonic()
     assert sidecar.close(timeout=10) == 0
     assert time.monotonic() - started < 5
+
+
+def test_a_second_initialize_is_refused_with_a_clear_error(sidecar: SidecarProcess, tmp_path: Path) -> None:
+    assert sidecar.initialize(tmp_path)["result"]["protocolVersion"] == "1.0"
+    other = tmp_path / "elsewhere"
+    err = sidecar.initialize(other, agentDir=str(other / "agent"))["error"]
+    assert err["code"] == -32600
+    assert "initialize was already called" in err["message"]
+    # the first handshake still holds: same engine, same (default) agent dir
+    assert sidecar.call("status")["result"]["backend"] == "local"
+    assert not (other / "agent").exists()

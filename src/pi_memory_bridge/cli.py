@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import argparse
 import os
+import signal
 import sys
 from pathlib import Path
+from types import FrameType
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -32,7 +34,30 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
+EXIT_INTERRUPTED = 130  # 128 + SIGINT, what a shell reports for Ctrl-C
+EXIT_NO_INPUT = 1
+
+
+def _interrupt(_signum: int, _frame: FrameType | None) -> None:
+    raise KeyboardInterrupt
+
+
 def main(argv: list[str] | None = None) -> int:
+    """Run one command; Ctrl-C and a closed stdin end it with one line, never a traceback."""
+    # asyncio.run() replaces Python's default SIGINT handler with one that only cancels its task,
+    # which a prompt blocked in input() never notices; a handler of our own is left in place.
+    signal.signal(signal.SIGINT, _interrupt)
+    try:
+        return _run(argv)
+    except KeyboardInterrupt:
+        print("pi-memory-bridge: interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    except EOFError:
+        print("pi-memory-bridge: stdin closed before an answer was given; stopped", file=sys.stderr)
+        return EXIT_NO_INPUT
+
+
+def _run(argv: list[str] | None) -> int:
     # pydantic looks for plugins through importlib.metadata on first use, which costs ~100 ms of
     # start-up; this sidecar uses none.
     os.environ.setdefault("PYDANTIC_DISABLE_PLUGINS", "__all__")

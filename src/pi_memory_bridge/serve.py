@@ -37,7 +37,7 @@ from pi_memory_bridge.protocol import (
     TurnSettledParams,
     TurnSettledResult,
 )
-from pi_memory_bridge.rpc import InternalError, RpcEndpoint, open_stdio
+from pi_memory_bridge.rpc import InternalError, InvalidRequest, RpcEndpoint, open_stdio
 from pi_memory_bridge.rpc.framing import DEFAULT_MAX_LINE_BYTES
 
 if TYPE_CHECKING:
@@ -91,6 +91,13 @@ def build_endpoint(
 
     @rpc.route("initialize", InitializeParams, before_init=True)
     async def initialize(p: InitializeParams) -> InitializeResult:
+        if rpc.initialized:
+            # The engine was started from the first handshake's config, agent dir and cwd; a
+            # second one would change none of that while claiming to.
+            raise InvalidRequest(
+                "initialize was already called on this sidecar; the handshake runs once per "
+                "process (start a new sidecar for another agent dir, project or protocol)"
+            )
         hs = handshake(p, engine.env)
         rpc.initialized = True
         engine.start(hs)

@@ -582,7 +582,7 @@ class Sidecar:
             problems.append(
                 Problem(
                     f"outbox unavailable: {self.delivery_error}",
-                    "check the data directory's permissions and free space",
+                    "run `pi-memory-bridge doctor`: it names the file at fault and what to do",
                 )
             )
             return f"unavailable: {self.delivery_error}"

@@ -196,6 +196,9 @@ class Sidecar:
             return
         self.backend = backend
         self.backend_error = None
+        from pi_memory_bridge.rescan import start_after_upgrade
+
+        start_after_upgrade(data_dir(self.agent_dir))  # once after the redaction rules changed
         capture = self._skill_capture()
         if capture is not None:  # what a crashed process recorded but never sent goes out now
             released = await asyncio.to_thread(capture[0].recover)

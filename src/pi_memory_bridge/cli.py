@@ -24,6 +24,12 @@ def _parser() -> argparse.ArgumentParser:
     sub.add_parser(
         "setup", help="configure the MemoryCore backend interactively (endpoint, keys, team, agent)"
     )
+    redact = sub.add_parser("redact", help="apply the current redaction rules to what is already stored")
+    redact.add_argument(
+        "--rescan",
+        action="store_true",
+        help="re-scan the store, the outbox, the notes and the profile now, and report what changed",
+    )
     outbox = sub.add_parser("outbox", help="the capture outbox: status, list, flush, requeue, purge")
     outbox.add_argument(
         "action",
@@ -89,6 +95,13 @@ def _run(argv: list[str] | None) -> int:
         from pi_memory_bridge.terminal import setup
 
         return setup()
+    if args.command == "redact":
+        from pi_memory_bridge.terminal import redact_rescan
+
+        if not args.rescan:
+            print("usage: pi-memory-bridge redact --rescan", file=sys.stderr)
+            return 2
+        return redact_rescan()
     if args.command == "outbox":
         from pi_memory_bridge.terminal import outbox
 

@@ -672,6 +672,59 @@ class Outbox:
                 with contextlib.suppress(sqlite3.Error):
                     self._conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
 
+    def rewrite_waiting(
+        self,
+        rewrite: Callable[[TurnPayload], TurnPayload],
+        rewrite_raw: Callable[[str], str],
+        *,
+        batch: int = 200,
+    ) -> tuple[int, int]:
+        """Apply `rewrite` to the payload of every record not delivered yet (pending, in flight,
+        dead) and `rewrite_raw` to the raw payload text of quarantined ones; return (records seen,
+        records changed). For re-applying redaction rules to what is already queued. A record
+        whose payload changed meanwhile (delivered, removed) is left as it is; one in flight may
+        reach the backend as it was read, so a re-scan of the store comes after this."""
+        seen = changed = 0
+        last_seq = 0
+        while True:
+            with self._transaction("re-writing queued turns") as conn:
+                rows = conn.execute(
+                    "SELECT seq, state, payload FROM records WHERE seq > ? ORDER BY seq LIMIT ?",
+                    (last_seq, batch),
+                ).fetchall()
+                for row in rows:
+                    seen += 1
+                    new = self._rewritten(row, rewrite, rewrite_raw)
+                    if new is not None:
+                        cursor = conn.execute(
+                            "UPDATE records SET payload = ? WHERE seq = ? AND payload = ?",
+                            (new, row["seq"], row["payload"]),
+                        )
+                        changed += cursor.rowcount
+            if len(rows) < batch:
+                break
+            last_seq = int(rows[-1]["seq"])
+        if changed:
+            self._reset_wal()
+        return seen, changed
+
+    @staticmethod
+    def _rewritten(
+        row: sqlite3.Row, rewrite: Callable[[TurnPayload], TurnPayload], rewrite_raw: Callable[[str], str]
+    ) -> str | None:
+        raw = row["payload"]
+        if not isinstance(raw, str):
+            return None
+        if row["state"] == _QUARANTINED:
+            new_raw = rewrite_raw(raw)
+            return new_raw if new_raw != raw else None
+        try:
+            payload = TurnPayload.model_validate_json(raw)
+        except ValidationError:
+            return None  # quarantined on its next read; rewritten raw after that
+        new_payload = rewrite(payload)
+        return new_payload.model_dump_json() if new_payload != payload else None
+
     def remove(
         self,
         ids: Collection[str] | None = None,

@@ -67,7 +67,8 @@ _VALUE_GROUPS: Final = ("escaped", "double", "single", "backtick", "bare")
 def _trigger_alternation() -> str:
     fragments = [*WEAK_FRAGMENTS, "pass", "cookie", "bundle_", "pw"]
     services = [word.replace("_", "[_.-]?") for word in SERVICE_WORDS]
-    return "|".join(sorted({*fragments, *services, *_FOREIGN_TRIGGERS}, key=len, reverse=True))
+    # longest first, ties alphabetical: the same pattern (and rules fingerprint) in every process
+    return "|".join(sorted({*fragments, *services, *_FOREIGN_TRIGGERS}, key=lambda w: (-len(w), w)))
 
 
 _LEAD = "(?:" + BLANK + "|" + QUOTE + "|=)"

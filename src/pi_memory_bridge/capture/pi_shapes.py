@@ -28,7 +28,9 @@ messages say, since the user stopped it; earlier pairs of the same settle (compl
 still captured. Pi 0.84 does not send the flag (None); there an abort shows as a last assistant
 message with `stopReason:"aborted"`, which skips the pair anyway.
 
-Nothing here raises, whatever JSON-like value comes in.
+Nothing here raises, whatever JSON-like value comes in. Every string a captured turn carries is
+free of lone UTF-16 surrogates (`surrogates.scrub`), whether it came over RPC or from a session
+file.
 """
 
 from __future__ import annotations
@@ -37,6 +39,8 @@ import re
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+
+from pi_memory_bridge.surrogates import scrub, scrub_json
 
 IMAGE_PLACEHOLDER = "[image omitted]"
 
@@ -284,8 +288,8 @@ def _evaluate(draft: _Draft, failed_runs: set[int]) -> SkippedPair | tuple[Captu
 
     tool_pairs = _pair_tools(calls, results, failed_call_ids, dropped)
     turn = CapturedTurn(
-        user_text=user_text,
-        assistant_text=assistant_text,
+        user_text=scrub(user_text),
+        assistant_text=scrub(assistant_text),
         tool_pairs=tool_pairs,
         user_timestamp_ms=_timestamp(draft.user),
         assistant_timestamp_ms=_timestamp(last_assistant),
@@ -378,10 +382,10 @@ def _pair_tools(
             continue
         pairs.append(
             ToolPair(
-                tool_call_id=call.tool_call_id,
-                tool_name=call.tool_name,
-                arguments=call.arguments,
-                result_text=matched.text,
+                tool_call_id=scrub(call.tool_call_id),
+                tool_name=scrub(call.tool_name),
+                arguments=scrub_json(call.arguments),
+                result_text=scrub(matched.text),
                 is_error=matched.is_error,
             )
         )

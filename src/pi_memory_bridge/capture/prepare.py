@@ -7,6 +7,7 @@ Redaction happens here, before a turn reaches any sink, so nothing unredacted to
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -14,8 +15,10 @@ from typing import Any, Protocol
 
 from pi_memory_bridge.backends.base import ConversationTurn, MemoryBackend, ToolEvidence
 from pi_memory_bridge.capture.identity import BranchIdentity, turn_id
-from pi_memory_bridge.capture.pi_shapes import ToolPair, extract_turns
+from pi_memory_bridge.capture.pi_shapes import CapturedTurn, ToolPair, extract_turns
 from pi_memory_bridge.redact import redact_text, redact_value
+
+log = logging.getLogger(__name__)
 
 # The server-side L0 limit is 8192 characters per message; keep the local store consistent with it.
 MAX_TURN_TEXT_CHARS = 8192
@@ -81,29 +84,54 @@ def _timestamp(ms: int | None, fallback: datetime) -> datetime:
 def prepare_capture(
     runs: Sequence[Any], *, aborted: bool | None, identity: BranchIdentity, now: datetime | None = None
 ) -> PreparedCapture:
+    """The storable turns of the settled runs. One turn that cannot be prepared (whatever the
+    reason) is skipped with a reason; it never takes the other turns, or the caller, down."""
     extraction = extract_turns(runs, aborted=aborted)
     now = now or datetime.now(tz=UTC)
     turns: list[ConversationTurn] = []
+    skipped = [s.reason for s in extraction.skipped]
     redactions = 0
     for ordinal, captured in enumerate(extraction.turns):
-        user = redact_text(captured.user_text)
-        assistant = redact_text(captured.assistant_text)
-        redactions += user.count + assistant.count
-        tools: list[ToolEvidence] = []
-        for pair in captured.tool_pairs[:MAX_TOOLS_PER_TURN]:
-            evidence, hits = _evidence(pair)
-            tools.append(evidence)
-            redactions += hits
-        session_id = identity.memory_session_id
-        turns.append(
-            ConversationTurn(
-                turn_id=turn_id(session_id, captured.user_timestamp_ms, user.text, ordinal),
-                memory_session_id=session_id,
-                user_text=_clip(user.text),
-                assistant_text=_clip(assistant.text),
-                created_at=_timestamp(captured.user_timestamp_ms, now),
-                pi_session_id=identity.pi_session_id,
-                tools=tuple(tools),
-            )
-        )
-    return PreparedCapture(tuple(turns), tuple(s.reason for s in extraction.skipped), redactions)
+        try:
+            turn, hits = _prepare_turn(captured, ordinal, identity, now)
+        except Exception as exc:  # one bad field skips its turn, counted, instead of the capture
+            log.warning("capture: a turn could not be prepared and is skipped: %s", type(exc).__name__)
+            skipped.append(f"prepare-failed:{type(exc).__name__}")
+            continue
+        turns.append(turn)
+        redactions += hits
+    return PreparedCapture(tuple(turns), tuple(skipped), redactions)
+
+
+def _prepare_turn(
+    captured: CapturedTurn, ordinal: int, identity: BranchIdentity, now: datetime
+) -> tuple[ConversationTurn, int]:
+    user = redact_text(captured.user_text)
+    assistant = redact_text(captured.assistant_text)
+    redactions = user.count + assistant.count
+    tools: list[ToolEvidence] = []
+    for pair in captured.tool_pairs[:MAX_TOOLS_PER_TURN]:
+        evidence, hits = _evidence(pair)
+        tools.append(evidence)
+        redactions += hits
+    session_id = identity.memory_session_id
+    turn = ConversationTurn(
+        turn_id=turn_id(session_id, captured.user_timestamp_ms, user.text, ordinal),
+        memory_session_id=session_id,
+        user_text=_clip(user.text),
+        assistant_text=_clip(assistant.text),
+        created_at=_timestamp(captured.user_timestamp_ms, now),
+        pi_session_id=identity.pi_session_id,
+        tools=tuple(tools),
+    )
+    _check_storable(turn)
+    return turn, redactions
+
+
+def _check_storable(turn: ConversationTurn) -> None:
+    """Raise UnicodeEncodeError now for text no sink could write (SQLite, JSON need UTF-8)."""
+    texts = [turn.turn_id, turn.memory_session_id, turn.pi_session_id, turn.user_text, turn.assistant_text]
+    for tool in turn.tools:
+        texts += [tool.tool_call_id, tool.tool_name, tool.arguments, tool.result]
+    for text in texts:
+        text.encode("utf-8")

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import argparse
 import os
+import signal
 import sys
 from pathlib import Path
+from types import FrameType
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -23,6 +25,12 @@ def _parser() -> argparse.ArgumentParser:
     sub.add_parser(
         "setup", help="configure the MemoryCore backend interactively (endpoint, keys, team, agent)"
     )
+    redact = sub.add_parser("redact", help="apply the current redaction rules to what is already stored")
+    redact.add_argument(
+        "--rescan",
+        action="store_true",
+        help="re-scan the store, the outbox, the notes and the profile now, and report what changed",
+    )
     outbox = sub.add_parser("outbox", help="the capture outbox: status, list, flush, requeue, purge")
     outbox.add_argument(
         "action",
@@ -33,7 +41,30 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
+EXIT_INTERRUPTED = 130  # 128 + SIGINT, what a shell reports for Ctrl-C
+EXIT_NO_INPUT = 1
+
+
+def _interrupt(_signum: int, _frame: FrameType | None) -> None:
+    raise KeyboardInterrupt
+
+
 def main(argv: list[str] | None = None) -> int:
+    """Run one command; Ctrl-C and a closed stdin end it with one line, never a traceback."""
+    # asyncio.run() replaces Python's default SIGINT handler with one that only cancels its task,
+    # which a prompt blocked in input() never notices; a handler of our own is left in place.
+    signal.signal(signal.SIGINT, _interrupt)
+    try:
+        return _run(argv)
+    except KeyboardInterrupt:
+        print("pi-memory-bridge: interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    except EOFError:
+        print("pi-memory-bridge: stdin closed before an answer was given; stopped", file=sys.stderr)
+        return EXIT_NO_INPUT
+
+
+def _run(argv: list[str] | None) -> int:
     # pydantic looks for plugins through importlib.metadata on first use, which costs ~100 ms of
     # start-up; this sidecar uses none.
     os.environ.setdefault("PYDANTIC_DISABLE_PLUGINS", "__all__")
@@ -69,6 +100,13 @@ def main(argv: list[str] | None = None) -> int:
         from pi_memory_bridge.cli.terminal import setup
 
         return setup()
+    if args.command == "redact":
+        from pi_memory_bridge.cli.terminal import redact_rescan
+
+        if not args.rescan:
+            print("usage: pi-memory-bridge redact --rescan", file=sys.stderr)
+            return 2
+        return redact_rescan()
     if args.command == "outbox":
         from pi_memory_bridge.cli.terminal import outbox
 

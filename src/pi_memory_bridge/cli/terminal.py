@@ -158,3 +158,17 @@ def setup(ask: Ask = input) -> int:
     deps = SetupDeps(agent_dir=default_agent_dir(os.environ), cwd=Path.cwd(), env=os.environ)
     step = asyncio.run(run_flow(setup_flow(deps, has_ui=True), ask))
     return 0 if step.level == "info" else 1
+
+
+def redact_rescan() -> int:
+    """`pi-memory-bridge redact --rescan`: apply the current rules to everything stored, now."""
+    from pi_memory_bridge.rescan import rescan
+
+    _loaded, agent_dir = _load()
+    try:
+        report = rescan(data_dir(agent_dir))
+    except (BackendError, OSError) as exc:
+        print(f"re-scan failed: {redact_text(str(exc)).text}", file=sys.stderr)
+        return 1
+    print(report.render())
+    return 1 if report.problems else 0

@@ -5,8 +5,10 @@ picks the safe outcome when a source cannot be used:
 
 * a broken global file (bad JSON, unknown or ill-typed key) turns memory off: the file is where
   the user says whether and where memory goes, so running with defaults would be a guess;
-* a broken project file turns recall off for that project: recall is all it may control, and
-  off is the cheapest value it could have asked for;
+* a project file is sandboxed (`_sandbox`): what it may not set, or sets wrongly, is refused by
+  name as a warning and the rest applies; one that cannot be read at all (bad JSON) is ignored
+  with a warning, and the user's own settings apply. A repository can never switch memory off
+  by writing a key it knows will be refused;
 * a bad `PI_MEMORY_BRIDGE_ENABLED`/`_BACKEND` turns memory off; a bad MemoryCore variable, key
   or key file keeps the memorycore backend from starting (`backend_ready` False). There is no
   silent fallback to the local backend.
@@ -16,7 +18,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -103,7 +105,6 @@ class _Load:
     layers: list[dict[str, Any]] = field(default_factory=list)
     origins: dict[tuple[str, ...], _Origin] = field(default_factory=dict)
     memory_off: bool = False
-    recall_off: bool = False
     memorycore_blocked: bool = False
 
     def add_layer(self, data: dict[str, Any], origins: dict[tuple[str, ...], _Origin]) -> None:
@@ -126,8 +127,6 @@ def load_config(
     config = _merged(load)
     if load.memory_off:
         config = config.model_copy(update={"enabled": False})
-    if load.recall_off:
-        config = config.model_copy(update={"recall": config.recall.model_copy(update={"enabled": False})})
     secrets = Secrets()
     ready = config.enabled
     if config.enabled and config.backend == "memorycore":
@@ -180,15 +179,14 @@ def _load_project(load: _Load, user_config: BridgeConfig, cwd: Path | None, proj
     if not read.exists:
         return
     load.sources.append(ConfigSource("project", str(path)))
-    load.problems.extend(read.problems)
-    sandboxed = sandbox_project(read.data, path, user_config.recall) if read.data is not None else None
-    if sandboxed is not None:
-        load.problems.extend(sandboxed.problems)
-    if sandboxed is None or sandboxed.recall is None:
-        message = "recall is off in this project until the problems in this file are fixed"
-        load.problems.append(error("", path, message))
-        load.recall_off = True
+    if read.data is None:
+        load.problems.extend(replace(p, severity="warning") for p in read.problems)
+        message = "ignored until it can be read; your own settings apply"
+        load.problems.append(warning("", path, message))
         return
+    load.problems.extend(read.problems)
+    sandboxed = sandbox_project(read.data, path, user_config.recall)
+    load.problems.extend(sandboxed.problems)
     data = {"recall": sandboxed.recall}
     load.add_layer(data, {leaf: _Origin(".".join(leaf), str(path)) for leaf in _leaves(data)})
 

@@ -2,10 +2,13 @@
 
 A project file comes from whoever wrote the repository. It may set `recall` keys and nothing
 else (no endpoint, identity, keys, TLS, backend or permissions), and each value may only lower
-the cost of recall relative to the user's own settings. A value that would raise it is a
-warning and is ignored (the user's value stays): the file is well-formed and the rest of it is
-a legitimate request, so dropping just that value keeps the user's budget as the ceiling
-without punishing the project for asking.
+the cost of recall relative to the user's own settings.
+
+Whatever a project file gets wrong is refused by name and the rest of it is kept: a key it may
+not set, an unknown or ill-typed key, a value that would raise the cost (the user's value
+stays). Each refusal is a warning. Refusing the whole file, or switching recall off because of
+one bad key, would let a cloned repository silence the user's memory by writing a key it knows
+will be refused; keeping the user's budget as the ceiling is enough.
 """
 
 from __future__ import annotations
@@ -20,7 +23,6 @@ from pydantic import ValidationError
 from pi_memory_bridge.config._models import BridgeConfig, RecallSettings
 from pi_memory_bridge.config._problems import (
     ConfigProblem,
-    error,
     problems_from_validation,
     unknown_key_message,
     warning,
@@ -44,34 +46,34 @@ CHEAPER_DIRECTION: dict[str, _Cheaper] = {
 
 @dataclass(frozen=True)
 class SandboxedProject:
-    """`recall` holds the camelCase recall keys to apply, or None when the file is refused."""
+    """`recall` holds the camelCase recall keys to apply; `problems` names each refused key."""
 
-    recall: dict[str, Any] | None
+    recall: dict[str, Any]
     problems: tuple[ConfigProblem, ...]
 
 
 def sandbox_project(data: dict[str, Any], path: Path, ceiling: RecallSettings) -> SandboxedProject:
-    problems = _forbidden_keys(data, path)
+    problems = _refused_top_level_keys(data, path)
     recall = data.get("recall", {})
-    try:
-        BridgeConfig.model_validate({"recall": recall}, by_alias=True, by_name=False)
-    except ValidationError as exc:
-        problems.extend(problems_from_validation(exc, BridgeConfig, path))
-    if problems:
-        return SandboxedProject(recall=None, problems=tuple(problems))
+    if not isinstance(recall, dict):
+        problems.append(warning("recall", path, "must be an object of recall settings; ignored"))
+        recall = {}
     kept: dict[str, Any] = {}
-    ignored: list[ConfigProblem] = []
     for alias, value in recall.items():
+        invalid = _invalid_recall_value(alias, value, path)
+        if invalid:
+            problems.extend(invalid)
+            continue
         name = _field_name(alias)
         refusal = _raise_refusal(name, value, getattr(ceiling, name))
         if refusal is None:
             kept[alias] = value
         else:
-            ignored.append(warning(f"recall.{alias}", path, refusal))
-    return SandboxedProject(recall=kept, problems=tuple(ignored))
+            problems.append(warning(f"recall.{alias}", path, refusal))
+    return SandboxedProject(recall=kept, problems=tuple(problems))
 
 
-def _forbidden_keys(data: dict[str, Any], path: Path) -> list[ConfigProblem]:
+def _refused_top_level_keys(data: dict[str, Any], path: Path) -> list[ConfigProblem]:
     allowed = {"recall"}
     known = {field.alias or name for name, field in BridgeConfig.model_fields.items()}
     problems: list[ConfigProblem] = []
@@ -82,8 +84,20 @@ def _forbidden_keys(data: dict[str, Any], path: Path) -> list[ConfigProblem]:
             message = f"a project file may set only recall settings; set {key} in the global config"
         else:
             message = unknown_key_message(key, allowed)
-        problems.append(error(key, path, message))
+        problems.append(warning(key, path, f"{message}; ignored"))
     return problems
+
+
+def _invalid_recall_value(alias: str, value: Any, path: Path) -> list[ConfigProblem]:
+    """Why `recall.<alias>: value` is refused (unknown key, wrong type or range), as warnings."""
+    try:
+        BridgeConfig.model_validate({"recall": {alias: value}}, by_alias=True, by_name=False)
+    except ValidationError as exc:
+        return [
+            warning(p.key, p.source, f"{p.message}; ignored")
+            for p in problems_from_validation(exc, BridgeConfig, path)
+        ]
+    return []
 
 
 def _field_name(alias: str) -> str:

@@ -99,6 +99,9 @@ class BackendSlot:
             return
         self.backend = backend
         self.backend_error = None
+        from pi_memory_bridge.rescan import start_after_upgrade
+
+        start_after_upgrade(data_dir(self.agent_dir))  # once after the redaction rules changed
         start_background = getattr(backend, "start_background", None)  # local: embedding model, vectors
         if callable(start_background):
             start_background()

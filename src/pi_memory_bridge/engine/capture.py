@@ -78,6 +78,9 @@ class Capture:
                 await slot.sink.submit(prepared.turns)
             except BackendError as exc:
                 failure = redact_text(f"{type(exc).__name__}: {exc}").text
+            except Exception as exc:  # a bug in a sink must be a counted failure, not a crash of the RPC
+                log.exception("capture sink raised")
+                failure = redact_text(f"{type(exc).__name__}: {exc}").text
         if failure is not None:
             stats.failures += 1
             stats.last_error = failure

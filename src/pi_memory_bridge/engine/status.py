@@ -120,7 +120,7 @@ class Status:
             problems.append(
                 Problem(
                     f"outbox unavailable: {slot.delivery_error}",
-                    "check the data directory's permissions and free space",
+                    "run `pi-memory-bridge doctor`: it names the file at fault and what to do",
                 )
             )
             return f"unavailable: {slot.delivery_error}"

@@ -54,6 +54,7 @@ from pi_memory_bridge.outbox._records import (
     describe_invalid,
 )
 from pi_memory_bridge.outbox._schema import migrate
+from pi_memory_bridge.private_files import prepare_sqlite_file
 from pi_memory_bridge.redact import redact_text
 
 log = logging.getLogger(__name__)
@@ -96,14 +97,6 @@ def _marks(items: Sequence[Any]) -> str:
 def _safe_error(text: str) -> str:
     # Errors can quote request data or URLs; nothing unredacted goes to disk.
     return clip_error(redact_text(text).text)
-
-
-def _fsync_dir(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 def _number(value: object) -> float | None:
@@ -218,12 +211,9 @@ class Outbox:
             raise ValueError(f"lease_s must be positive, got {lease_s}")
         db_path = root / filename
         try:
-            root.mkdir(parents=True, exist_ok=True, mode=0o700)
-            if not db_path.exists():
-                # Created 0600 up front: SQLite gives the -wal/-shm files the same mode, and
-                # the queue holds conversation text. The dir fsync makes the new name durable.
-                os.close(os.open(db_path, os.O_RDWR | os.O_CREAT, 0o600))
-                _fsync_dir(root)
+            # 0600 up front (SQLite gives -wal/-shm/-journal the same mode; the queue holds
+            # conversation text), and what an older version left looser is tightened.
+            prepare_sqlite_file(db_path)
         except OSError as exc:
             raise OutboxConfigError(f"cannot create the capture outbox {db_path}: {exc}") from exc
         with translated(db_path, "opening the outbox"):
@@ -237,6 +227,9 @@ class Outbox:
                     conn.execute("PRAGMA journal_mode = WAL").fetchone()
                 # FULL: an acknowledged enqueue must survive power loss, not only a crash.
                 conn.execute("PRAGMA synchronous = FULL")
+                # Always on, whatever the build's default: purged or delivered turn text is
+                # zeroed in the file instead of left in free pages.
+                conn.execute("PRAGMA secure_delete = ON")
                 migrate(conn)
         except BaseException:
             conn.close()
@@ -666,7 +659,71 @@ class Outbox:
                 conn.execute(
                     f"DELETE FROM records WHERE state = ? AND id IN ({_marks(chunk)})", (state, *chunk)
                 )
-            return tuple(ids)
+        if ids:
+            self._reset_wal()
+        return tuple(ids)
+
+    def _reset_wal(self) -> None:
+        """After turn text was deleted on purpose: secure_delete zeroed it in the pages, but the
+        WAL keeps older page images until it is reset. Best effort: a reader elsewhere may keep
+        the checkpoint from finishing, and then the frames are overwritten later."""
+        with self._lock:
+            if self._conn is not None:
+                with contextlib.suppress(sqlite3.Error):
+                    self._conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
+
+    def rewrite_waiting(
+        self,
+        rewrite: Callable[[TurnPayload], TurnPayload],
+        rewrite_raw: Callable[[str], str],
+        *,
+        batch: int = 200,
+    ) -> tuple[int, int]:
+        """Apply `rewrite` to the payload of every record not delivered yet (pending, in flight,
+        dead) and `rewrite_raw` to the raw payload text of quarantined ones; return (records seen,
+        records changed). For re-applying redaction rules to what is already queued. A record
+        whose payload changed meanwhile (delivered, removed) is left as it is; one in flight may
+        reach the backend as it was read, so a re-scan of the store comes after this."""
+        seen = changed = 0
+        last_seq = 0
+        while True:
+            with self._transaction("re-writing queued turns") as conn:
+                rows = conn.execute(
+                    "SELECT seq, state, payload FROM records WHERE seq > ? ORDER BY seq LIMIT ?",
+                    (last_seq, batch),
+                ).fetchall()
+                for row in rows:
+                    seen += 1
+                    new = self._rewritten(row, rewrite, rewrite_raw)
+                    if new is not None:
+                        cursor = conn.execute(
+                            "UPDATE records SET payload = ? WHERE seq = ? AND payload = ?",
+                            (new, row["seq"], row["payload"]),
+                        )
+                        changed += cursor.rowcount
+            if len(rows) < batch:
+                break
+            last_seq = int(rows[-1]["seq"])
+        if changed:
+            self._reset_wal()
+        return seen, changed
+
+    @staticmethod
+    def _rewritten(
+        row: sqlite3.Row, rewrite: Callable[[TurnPayload], TurnPayload], rewrite_raw: Callable[[str], str]
+    ) -> str | None:
+        raw = row["payload"]
+        if not isinstance(raw, str):
+            return None
+        if row["state"] == _QUARANTINED:
+            new_raw = rewrite_raw(raw)
+            return new_raw if new_raw != raw else None
+        try:
+            payload = TurnPayload.model_validate_json(raw)
+        except ValidationError:
+            return None  # quarantined on its next read; rewritten raw after that
+        new_payload = rewrite(payload)
+        return new_payload.model_dump_json() if new_payload != payload else None
 
     def remove(
         self,
@@ -706,4 +763,6 @@ class Outbox:
             seqs = [seq for seq, _ in removed]
             for chunk in _chunks(seqs):
                 conn.execute(f"DELETE FROM records WHERE seq IN ({_marks(chunk)})", tuple(chunk))
-            return tuple(entry for _, entry in sorted(removed, key=lambda pair: pair[0]))
+        if removed:
+            self._reset_wal()
+        return tuple(entry for _, entry in sorted(removed, key=lambda pair: pair[0]))

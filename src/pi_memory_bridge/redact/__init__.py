@@ -14,8 +14,11 @@ Guarantees:
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass
 from typing import Final
+
+from pi_memory_bridge.surrogates import scrub
 
 from ._assignment import ASSIGNMENT_RULE
 from ._blocks import redact_kubernetes_secrets, redact_private_keys
@@ -31,20 +34,40 @@ from ._context_rules import (
     URL_USERINFO_RULE,
     XML_ELEMENT_RULE,
 )
+from ._encoded import BASE64_PEM_RULE, HEX_ENCODED_RULE, HEX_KEY_RULE
 from ._engine import Rule, Tally, decode_text, encode_text
 from ._keys import is_sensitive_key
+from ._prose import PROSE_PASSWORD_RULE
+from ._split_tokens import SPLIT_TOKEN_RULE
 from ._structural import MAX_DEPTH, StructuralRedactor
 from ._token_rules import AWS_LABELLED_RULE, AWS_PAIR_RULE, TOKEN_RULE
+from ._tokens import TOKEN_FORMATS
 
-__all__ = ["MAX_DEPTH", "Redacted", "is_sensitive_key", "redact_text", "redact_value"]
+__all__ = [
+    "MAX_DEPTH",
+    "RULES_VERSION",
+    "Redacted",
+    "is_sensitive_key",
+    "redact_text",
+    "redact_value",
+    "rules_fingerprint",
+]
+
+# Bump when a rule starts finding something it did not before in a way the patterns below do not
+# show (a decision in Python code): stored data is then re-scanned once (`rescan`).
+# 1: the rules of c25255c. 2: issue 13 (split tokens, base64 PEM, hex, plain-language passwords).
+RULES_VERSION: Final = 2
 
 # Order matters: whole blocks first, then self-identifying tokens (most specific kinds), then
 # rules that need the surrounding context. Later rules skip text already replaced.
 _RULES: Final[tuple[Rule, ...]] = (
     redact_private_keys,
+    BASE64_PEM_RULE,
     redact_kubernetes_secrets,
+    SPLIT_TOKEN_RULE,
     AWS_PAIR_RULE,
     TOKEN_RULE,
+    HEX_ENCODED_RULE,
     URL_USERINFO_RULE,
     AWS_LABELLED_RULE,
     AUTH_HEADER_RULE,
@@ -53,6 +76,8 @@ _RULES: Final[tuple[Rule, ...]] = (
     BEARER_RULE,
     BASIC_RULE,
     SQL_PASSWORD_RULE,
+    HEX_KEY_RULE,
+    PROSE_PASSWORD_RULE,
     XML_ELEMENT_RULE,
     KEY_VALUE_ATTRIBUTES_RULE,
     CLI_FLAG_RULE,
@@ -74,7 +99,9 @@ _MAX_PASSES: Final = 3
 
 
 def redact_text(text: str) -> Redacted:
-    """Replace every secret found in ``text`` with ``[REDACTED:<kind>]``."""
+    """Replace every secret found in ``text`` with ``[REDACTED:<kind>]``; what comes out holds
+    no lone UTF-16 surrogate (each became U+FFFD), so it can always be stored."""
+    text = scrub(text)
     tally = Tally()
     data = encode_text(text)
     for _ in range(_MAX_PASSES):
@@ -86,6 +113,18 @@ def redact_text(text: str) -> Redacted:
     if not tally.count:
         return Redacted(text, 0, ())
     return Redacted(decode_text(data), tally.count, tuple(sorted(tally.kinds)))
+
+
+def rules_fingerprint() -> str:
+    """Identifies the rule set: `RULES_VERSION` and a digest of every pattern and token format,
+    so a changed pattern triggers the re-scan even if nobody bumped the version."""
+    digest = hashlib.sha256()
+    for rule in _RULES:
+        digest.update(str(getattr(rule, "pattern", getattr(rule, "__qualname__", ""))).encode())
+        digest.update(b"\0")
+    for token in TOKEN_FORMATS:
+        digest.update(f"{token.kind}\0{token.pattern}\0".encode())
+    return f"{RULES_VERSION}:{digest.hexdigest()[:16]}"
 
 
 def _redact_text_counted(text: str) -> tuple[str, int]:

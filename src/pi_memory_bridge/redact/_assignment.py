@@ -65,9 +65,10 @@ _VALUE_GROUPS: Final = ("escaped", "double", "single", "backtick", "bare")
 
 
 def _trigger_alternation() -> str:
-    fragments = [*WEAK_FRAGMENTS, "pass", "cookie", "bundle_"]
+    fragments = [*WEAK_FRAGMENTS, "pass", "cookie", "bundle_", "pw"]
     services = [word.replace("_", "[_.-]?") for word in SERVICE_WORDS]
-    return "|".join(sorted({*fragments, *services, *_FOREIGN_TRIGGERS}, key=len, reverse=True))
+    # longest first, ties alphabetical: the same pattern (and rules fingerprint) in every process
+    return "|".join(sorted({*fragments, *services, *_FOREIGN_TRIGGERS}, key=lambda w: (-len(w), w)))
 
 
 _LEAD = "(?:" + BLANK + "|" + QUOTE + "|=)"
@@ -136,12 +137,24 @@ class _Verdict(enum.Enum):
     IF_ALONE_ON_LINE = 3  # a plain word after ":": accept only as a YAML-style line
 
 
+# Words that start an expression after "=" in JavaScript, TypeScript and Python.
+_EXPRESSION_KEYWORDS: Final = frozenset(
+    {"await", "new", "yield", "typeof", "require", "import", "lambda", "not", "async", "function"}
+)
+
+
+def _is_code_expression(value: str) -> bool:
+    """``req.headers.authorization?.split``, ``process.env.API_KEY!``: a dotted name with
+    optional chaining or a non-null assertion is code too."""
+    return value in _EXPRESSION_KEYWORDS or is_code_reference(value.replace("?.", ".").rstrip("!"))
+
+
 @functools.lru_cache(maxsize=4096)
 def _bare_verdict(value: str, key: str, operator: str) -> _Verdict:
     """What the value alone says; the caller looks at the surrounding bytes when asked to."""
     if len(value) < 3 or is_non_secret_literal(value) or is_type_name(value):
         return _Verdict.REJECT
-    if is_code_reference(value) or is_path(value) or is_url_without_credentials(value):
+    if _is_code_expression(value) or is_path(value) or is_url_without_credentials(value):
         return _Verdict.REJECT
     if _is_code_variable(value, key):
         return _Verdict.REJECT
@@ -210,6 +223,7 @@ class _Assignment:
     """
 
     name = "assignment"
+    pattern = _PATTERN
 
     def __init__(self) -> None:
         self._candidates = Scanner(_PATTERN, capture=False)

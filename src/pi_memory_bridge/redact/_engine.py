@@ -224,10 +224,11 @@ class RegexRule:
     bytes (dense inputs, a long .env file or a hostile one, repeat a lot).
     """
 
-    __slots__ = ("_candidates", "_find", "_parser", "groupindex", "name")
+    __slots__ = ("_candidates", "_find", "_parser", "groupindex", "name", "pattern")
 
     def __init__(self, name: str, pattern: str, find: Finder) -> None:
         self.name = name
+        self.pattern = pattern
         self._parser = Scanner(pattern)
         self._candidates = Scanner(pattern, capture=False) if self._parser.groups else None
         self._find = find

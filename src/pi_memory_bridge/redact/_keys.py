@@ -36,7 +36,7 @@ _METADATA_WORDS: Final = frozenset(
     handler helper description desc help title pattern regex validation validator rules strength
     complexity reset changed visible visibility show shown input stdin index idx hash hashed sha
     sha1 sha256 sha512 md5 digest checksum etag integrity commit rev revision window estimate
-    estimated stats metrics consent banner cache
+    estimated stats metrics consent banner cache fingerprint fingerprints thumbprint
     """.split()
 )
 
@@ -157,6 +157,9 @@ SERVICE_WORDS: Final = tuple(
     """.split()
 )
 SERVICE_NAMES: Final = tuple(word.replace("_", "") for word in SERVICE_WORDS)
+
+# Abbreviations that name a password only as the last word of a name.
+_SHORT_PASSWORD_NAMES: Final = frozenset({"pw", "pwd"})
 
 # Credential words distinctive enough to count even glued inside another word.
 _EMBEDDED_WORDS: Final = ("password", "passwd", "secret")
@@ -302,6 +305,10 @@ def key_context(name: str) -> KeyContext:
     words = key_words(name)
     if not words or _PUBLIC_WORDS.intersection(words) or words[0] in _FLAG_PREFIXES:
         return _NO_CONTEXT
+    if words[-1] in _SHORT_PASSWORD_NAMES:
+        # "pw: ...", "db_pw", a lone "pwd" (also the working directory): a password only when the
+        # value looks like one (not a path, not a word)
+        return KeyContext(KeyTier.EMBEDDED, "password")
     compact = _SEPARATORS_RE.sub("", name[-MAX_KEY_CHARS:].lower())
     if compact.endswith(SERVICE_NAMES):  # the name is the service itself: "plaid", "HEROKU"
         return KeyContext(KeyTier.SERVICE, "secret")

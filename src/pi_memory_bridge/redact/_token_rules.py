@@ -49,8 +49,20 @@ class _Tokens:
         kind = "openai-key" if token.kind == "api-key" and "T3BlbkFJ" in value else token.kind
         return [Span(start + skip, end, kind)]
 
+    def classify(self, value: str) -> str | None:
+        """The kind of the vendor token that is exactly ``value``, or None."""
+        matched = self._formats.fullmatch(value.encode())
+        if matched is None:
+            return None
+        token = TOKEN_FORMATS[matched]
+        if token.accept is not None and not token.accept(value):
+            return None
+        return "openai-key" if token.kind == "api-key" and "T3BlbkFJ" in value else token.kind
 
-TOKEN_RULE: Final = _Tokens().rule
+
+_TOKENS: Final = _Tokens()
+TOKEN_RULE: Final = _TOKENS.rule
+classify_token: Final = _TOKENS.classify
 
 _AWS_SECRET = r"[A-Za-z0-9/+]{40}"
 _AWS_SECRET_END = r"(?:[^A-Za-z0-9/+=]|$)"

@@ -16,6 +16,7 @@ from typing import Any, Protocol
 
 from pydantic import BaseModel, ConfigDict, StrictInt, StrictStr, ValidationError
 
+from pi_memory_bridge import surrogates
 from pi_memory_bridge.rpc.errors import (
     InternalError,
     InvalidParams,
@@ -123,7 +124,8 @@ class RpcEndpoint:
 
     async def _handle_line(self, data: bytes) -> None:
         try:
-            raw = json.loads(data)
+            # lone UTF-16 surrogates (half an emoji from a JS slice) become U+FFFD here, once
+            raw = surrogates.loads(data)
         except (ValueError, UnicodeDecodeError) as exc:
             await self._send_error(None, ParseError(f"line is not valid JSON: {exc}"))
             return

@@ -5,9 +5,24 @@ from __future__ import annotations
 import logging
 import logging.handlers
 import sys
+from io import TextIOWrapper
 from pathlib import Path
 
+from pi_memory_bridge.private_files import ensure_private_dir, private_opener, tighten_file
+
 _FORMAT = "%(asctime)s %(process)d %(levelname)s %(name)s: %(message)s"
+
+
+class _PrivateRotatingFileHandler(logging.handlers.RotatingFileHandler):
+    """Creates each log file (the first and every one after a rotation) 0600, whatever the umask."""
+
+    def _open(self) -> TextIOWrapper:
+        tighten_file(Path(self.baseFilename))
+        stream = open(  # noqa: SIM115 (the handler owns and closes the stream)
+            self.baseFilename, self.mode, encoding=self.encoding, errors=self.errors, opener=private_opener
+        )
+        assert isinstance(stream, TextIOWrapper)  # a text mode, as the base class opens it
+        return stream
 
 
 class _RedactingFilter(logging.Filter):
@@ -30,9 +45,9 @@ def setup_logging(log_dir: Path | None, level: str = "info", *, stderr: bool = T
     log_path: Path | None = None
     if log_dir is not None:
         try:
-            log_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+            ensure_private_dir(log_dir)
             log_path = log_dir / "sidecar.log"
-            file_handler = logging.handlers.RotatingFileHandler(
+            file_handler = _PrivateRotatingFileHandler(
                 log_path, maxBytes=2_000_000, backupCount=3, encoding="utf-8"
             )
             file_handler.setFormatter(logging.Formatter(_FORMAT))

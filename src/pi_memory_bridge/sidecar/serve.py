@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from pi_memory_bridge.config import data_dir, default_agent_dir
 from pi_memory_bridge.embeddings.loader import start_early
-from pi_memory_bridge.rpc import InternalError, RpcEndpoint, open_stdio
+from pi_memory_bridge.rpc import InternalError, InvalidRequest, RpcEndpoint, open_stdio
 from pi_memory_bridge.rpc.framing import DEFAULT_MAX_LINE_BYTES
 from pi_memory_bridge.sidecar.handshake import Handshake, handshake
 from pi_memory_bridge.sidecar.logs import setup_logging
@@ -94,6 +94,13 @@ def build_endpoint(
 
     @rpc.route("initialize", InitializeParams, before_init=True)
     async def initialize(p: InitializeParams) -> InitializeResult:
+        if rpc.initialized:
+            # The engine was started from the first handshake's config, agent dir and cwd; a
+            # second one would change none of that while claiming to.
+            raise InvalidRequest(
+                "initialize was already called on this sidecar; the handshake runs once per "
+                "process (start a new sidecar for another agent dir, project or protocol)"
+            )
         hs = handshake(p, engine.env)
         rpc.initialized = True
         start_early(hs.loaded)  # the embedding model loads beside the engine's start-up

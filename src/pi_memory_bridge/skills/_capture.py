@@ -26,6 +26,7 @@ from typing import Any, Literal, Protocol
 
 from pi_memory_bridge.backends.base import BackendError, BackendRejected, ConversationTurn
 from pi_memory_bridge.backends.memorycore import MemoryCoreBackend, SdkBindings, call_sdk
+from pi_memory_bridge.private_files import private_opener
 
 JsonDict = dict[str, Any]
 MAX_MESSAGES = 500  # the server's per-request limit
@@ -172,7 +173,8 @@ class SkillCaptureLedger:
 
     def _settle(self, claim: Path, suffix: str, detail: str) -> None:
         # The claim stays: it is what keeps a racing process from claiming the turn again.
-        claim.with_suffix(suffix).write_text(json.dumps({"detail": detail[:500]}), encoding="utf-8")
+        with open(claim.with_suffix(suffix), "w", encoding="utf-8", opener=private_opener) as out:
+            out.write(json.dumps({"detail": detail[:500]}))
 
     def prune(self, now: float | None = None) -> int:
         """Forget turns sent over `SENT_MEMORY_S` ago; dead and uncertain ones stay for the user."""
@@ -237,7 +239,7 @@ def _load_pending(pending: Path) -> tuple[str, str, list[JsonDict]]:
 
 def _write_durably(path: Path, text: str) -> None:
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    with open(tmp, "w", encoding="utf-8") as out:
+    with open(tmp, "w", encoding="utf-8", opener=private_opener) as out:
         out.write(text)
         out.flush()
         os.fsync(out.fileno())

@@ -44,6 +44,7 @@ from pi_memory_bridge.backends.local.store import (
     SqliteMemoryStore,
 )
 from pi_memory_bridge.embeddings import ModelHandle, ModelState
+from pi_memory_bridge.private_files import ensure_private_dir
 
 DB_FILENAME = "memory.sqlite3"
 VECTOR_LOCK_FILENAME = "vectors.lock"
@@ -82,7 +83,7 @@ class LocalBackend:
     ) -> None:
         self.root = root
         try:
-            root.mkdir(parents=True, exist_ok=True)
+            ensure_private_dir(root)
         except OSError as exc:
             raise BackendConfigError(f"cannot create the local memory store directory {root}: {exc}") from exc
         self.store = SqliteMemoryStore(root / DB_FILENAME, busy_timeout_ms=busy_timeout_ms)

@@ -25,6 +25,7 @@ from pi_memory_bridge.backends.base import (
     ScenarioEntry,
     ScenarioNote,
 )
+from pi_memory_bridge.private_files import ensure_private_dir
 
 MAX_NOTE_BYTES = 1 << 20  # a longer note or profile is read up to here
 SUMMARY_SCAN_BYTES = 16_384
@@ -76,7 +77,7 @@ def _read_prefix(path: Path, limit: int) -> bytes:
 
 def _write_atomically(path: Path, content: str) -> None:
     """Write via a temporary file and rename, so readers see the old or the new note, whole."""
-    path.parent.mkdir(parents=True, exist_ok=True)
+    ensure_private_dir(path.parent)
     fd, temp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
         with os.fdopen(fd, "wb") as handle:

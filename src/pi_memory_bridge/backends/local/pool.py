@@ -3,6 +3,11 @@
 A connection is used by one thread at a time (taken from the pool, given back after one short
 unit of work), so no connection is ever shared concurrently, and `close()` can reach every
 connection, which a thread-local scheme cannot.
+
+Every connection is opened the same way: the database file (and so SQLite's `-wal`, `-shm` and
+`-journal`) is private to its owner, writes are synchronous, and `secure_delete` is on for the
+connection's whole life, whatever this SQLite build's default is, so forgotten text is zeroed
+in the file instead of left in free pages.
 """
 
 from __future__ import annotations
@@ -13,8 +18,9 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from pi_memory_bridge.backends.base import BackendUnavailable
+from pi_memory_bridge.backends.base import BackendConfigError, BackendUnavailable
 from pi_memory_bridge.backends.local.sqlite_errors import translated
+from pi_memory_bridge.private_files import prepare_sqlite_file
 
 
 class ConnectionPool:
@@ -26,12 +32,21 @@ class ConnectionPool:
         self._open = 0
         self._closed = False
         self._available = threading.Condition()
+        self._file_prepared = False
 
     @property
     def db_path(self) -> Path:
         return self._db_path
 
     def _connect(self) -> sqlite3.Connection:
+        if not self._file_prepared:
+            try:
+                prepare_sqlite_file(self._db_path)
+            except OSError as exc:
+                raise BackendConfigError(
+                    f"cannot create the local memory store {self._db_path}: {exc}"
+                ) from exc
+            self._file_prepared = True
         with translated(self._db_path, "opening a connection"):
             # isolation_level=None: we issue BEGIN IMMEDIATE ourselves, so a writer takes the
             # write lock up front (waiting busy_timeout) instead of failing on lock upgrade.
@@ -46,6 +61,7 @@ class ConnectionPool:
                 # the outbox forgets it once acknowledged.
                 conn.execute("PRAGMA synchronous = FULL")
                 conn.execute("PRAGMA foreign_keys = ON")
+                conn.execute("PRAGMA secure_delete = ON")
             except sqlite3.Error:
                 conn.close()
                 raise

@@ -378,26 +378,23 @@ class SqliteMemoryStore:
             return DeleteReport()
         deleted: list[str] = []
         token_cols = ", ".join(spec.token_columns)
+        # secure_delete is on for every pooled connection (pool.py)
         with self._pool.connection() as conn, translated(self._db_path, action):
-            conn.execute("PRAGMA secure_delete = ON")
-            try:
-                with self._transaction(conn):
-                    gone: list[set[str]] = []
-                    for public_id in wanted:
-                        row = conn.execute(
-                            f"DELETE FROM {spec.content_table} WHERE {id_column} = ? RETURNING {token_cols}",
-                            (public_id,),
-                        ).fetchall()
-                        if row:
-                            deleted.append(public_id)
-                            gone.append(fts.distinct_terms(row[0]))
-                    if deleted:
-                        fts.add_document_frequencies(conn, spec, gone, sign=-1)
-                        fts.purge_deleted(conn, spec)
+            with self._transaction(conn):
+                gone: list[set[str]] = []
+                for public_id in wanted:
+                    row = conn.execute(
+                        f"DELETE FROM {spec.content_table} WHERE {id_column} = ? RETURNING {token_cols}",
+                        (public_id,),
+                    ).fetchall()
+                    if row:
+                        deleted.append(public_id)
+                        gone.append(fts.distinct_terms(row[0]))
                 if deleted:
-                    conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
-            finally:
-                conn.execute("PRAGMA secure_delete = OFF")
+                    fts.add_document_frequencies(conn, spec, gone, sign=-1)
+                    fts.purge_deleted(conn, spec)
+            if deleted:
+                conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
         done = set(deleted)
         missing = [(i, "not found") for i in wanted if i not in done]
         return DeleteReport(deleted=tuple(deleted), failed=tuple(missing))

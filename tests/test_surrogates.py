@@ -12,7 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from pi_memory_bridge import capture, surrogates
+from pi_memory_bridge import surrogates
+from pi_memory_bridge.capture import prepare as capture
 from pi_memory_bridge.capture.identity import BranchIdentity
 from pi_memory_bridge.capture.pi_shapes import extract_turns
 from pi_memory_bridge.capture.prepare import prepare_capture

@@ -43,6 +43,14 @@ export interface RecallResult {
 	statusText: string;
 }
 
+export interface TurnSettledParams {
+	piSessionId: string;
+	runs: unknown[][];
+	aborted: boolean | null;
+	entries: EntryRef[];
+	leafId: string | null;
+}
+
 export interface TurnSettledResult {
 	captured: number;
 	skipped: number;

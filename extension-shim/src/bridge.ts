@@ -139,6 +139,15 @@ function recallDeadline(): number {
 	return (shared.sidecar?.initResult?.recall.deadlineMs ?? DEFAULT_DEADLINE_MS) + DEADLINE_SLACK_MS;
 }
 
+/** A run Pi keeps: `--no-session` has no session file (both 0.84 and 1.x return undefined then). */
+function sessionPersisted(ctx: ExtensionContext): boolean {
+	try {
+		return ctx.sessionManager.getSessionFile() !== undefined;
+	} catch {
+		return true; // unknown: let the sidecar's usual rules decide
+	}
+}
+
 function sessionPayload(ctx: ExtensionContext, reason?: string): Record<string, unknown> {
 	const sm = ctx.sessionManager;
 	return {
@@ -383,6 +392,7 @@ export function createMemoryBridge(pi: ExtensionAPI): void {
 			aborted: typeof aborted === "boolean" ? aborted : null,
 			entries: projectEntries(sm.getEntries()),
 			leafId: sm.getLeafId() ?? null,
+			sessionPersisted: sessionPersisted(ctx),
 		};
 		// fire and forget: Pi never waits on capture; session_shutdown gives in-flight captures a moment
 		const p = sidecar()

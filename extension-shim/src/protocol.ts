@@ -49,6 +49,8 @@ export interface TurnSettledParams {
 	aborted: boolean | null;
 	entries: EntryRef[];
 	leafId: string | null;
+	/** False for a run Pi does not keep (`--no-session`): it gets recall, and capture only if configured. */
+	sessionPersisted: boolean;
 }
 
 export interface TurnSettledResult {

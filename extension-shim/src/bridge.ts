@@ -39,7 +39,7 @@ function timed<A extends unknown[], R>(hook: string, fn: (...args: A) => R): (..
 		const started = performance.now();
 		const record = (): void => {
 			try {
-				appendFileSync(TIMINGS, `${JSON.stringify({ hook, ms: performance.now() - started })}\n`);
+				appendFileSync(TIMINGS, `${JSON.stringify({ hook, ms: performance.now() - started, pid: process.pid })}\n`);
 			} catch {
 				/* a bench aid must never break Pi */
 			}
@@ -331,6 +331,8 @@ function registerCommands(pi: ExtensionAPI): void {
 export function createMemoryBridge(pi: ExtensionAPI): void {
 	registerTools(pi);
 	registerCommands(pi);
+	// the interpreter loads while Pi is still starting; the handshake waits for session_start
+	sidecar().prestart();
 
 	pi.on("session_start", (event, ctx) => {
 		shared.ctx = ctx;

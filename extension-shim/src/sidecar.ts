@@ -2,6 +2,9 @@
  * The sidecar process: spawn, handshake, deadlines, crash restart with backoff, stop.
  * Nothing here ever throws into Pi: callers get a rejected promise they turn into "no memory".
  *
+ * The process may be spawned early (`prestart`, when Pi loads the extension) so the interpreter
+ * loads while Pi itself starts; the handshake follows once the session is known (`ensureStarted`).
+ *
  * Deadlines, so memory never holds Pi past them:
  * - the handshake must be answered within the recall deadline, or the child is killed and every
  *   call waiting for it fails at that moment;
@@ -87,11 +90,21 @@ export class Sidecar {
 		return this.child?.pid;
 	}
 
+	/** Spawn the process without a handshake yet, so its start-up overlaps Pi's. Never blocks. */
+	prestart(): void {
+		if (this.stopping || this.child || this.state === "starting" || this.state === "ready") return;
+		if (this.state === "failed" && Date.now() < this.nextStartAt) return;
+		this.spawnChild();
+	}
+
 	/** Start in the background if not running (and not inside a crash backoff). Never blocks. */
 	ensureStarted(): void {
 		if (this.stopping || this.state === "starting" || this.state === "ready") return;
 		if (this.state === "failed" && Date.now() < this.nextStartAt) return;
-		this.spawnChild();
+		if (!this.child) this.spawnChild();
+		const child = this.child;
+		const rpc = this.rpc;
+		if (child && rpc && this.state !== "failed") this.handshake(child, rpc);
 	}
 
 	/**
@@ -167,7 +180,7 @@ export class Sidecar {
 
 	private spawnChild(): void {
 		const { cmd, args } = resolveCommand(this.env);
-		this.state = "starting";
+		this.state = "idle";
 		this.lastError = undefined;
 		let child: ChildProcess;
 		try {
@@ -201,6 +214,11 @@ export class Sidecar {
 			const tail = stderrTail.trim().split("\n").slice(-1)[0] ?? "";
 			this.fail(`sidecar exited (${signal ?? `code ${code}`})${tail ? `: ${tail.slice(0, 200)}` : ""}`);
 		});
+	}
+
+	/** Send `initialize`; the handshake's deadline runs from now. */
+	private handshake(child: ChildProcess, rpc: RpcClient): void {
+		this.state = "starting";
 		const ready = rpc.request<InitializeResult>("initialize", this.initParams(), this.handshakeMs()).then(
 			(result) => {
 				if (this.child !== child) return result;

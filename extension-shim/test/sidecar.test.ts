@@ -225,3 +225,32 @@ process.stdout.write(String(sc.pid));
 	assert.ok(held.ms - alone >= 700 && held.ms - alone < 2_000, `host lived ${held.ms} ms (alone ${alone} ms)`);
 	assert.ok(await until(() => !alive(held.pid), 1_000), `the exit hook ends the hung child ${held.pid}`);
 });
+
+test("prestart spawns without a handshake; the handshake and its deadline start with the first call", async () => {
+	const sc = new Sidecar(init, quiet, { ...process.env, PI_MEMORY_BRIDGE_CMD: script(HANG) }, { handshakeMs: () => 300 });
+	sc.prestart();
+	const pid = sc.pid;
+	assert.ok(alive(pid));
+	assert.equal(sc.state, "idle");
+	sc.prestart(); // idempotent: still the same child
+	assert.equal(sc.pid, pid);
+	await new Promise((r) => setTimeout(r, 500));
+	assert.ok(alive(pid), "no handshake was sent, so no deadline ran out");
+	const started = Date.now();
+	await assert.rejects(sc.call("recall", {}, 5_000, HOLD));
+	const took = Date.now() - started;
+	assert.ok(took >= 250 && took < 800, `took ${took} ms`);
+	assert.ok(await until(() => !alive(pid), 1_000));
+});
+
+test("a prestarted sidecar serves calls, and one never used is killed at stop", async () => {
+	const good = new Sidecar(init, quiet, { ...process.env, PI_MEMORY_BRIDGE_CMD: script(GOOD) });
+	good.prestart();
+	assert.deepEqual(await good.call("ping", {}, 3000, HOLD), { echo: "ping" });
+	good.stop();
+	const unused = new Sidecar(init, quiet, { ...process.env, PI_MEMORY_BRIDGE_CMD: script(GOOD) });
+	unused.prestart();
+	const pid = unused.pid;
+	unused.stop();
+	assert.ok(await until(() => !alive(pid), 1_000));
+});

@@ -13,8 +13,9 @@ Sections (each as interleaved runs in one process, the order shuffled per round,
   (e2e/fixtures/hang_after_initialize.py), target <= recall deadline + 0.5 s over Pi alone;
   and the first recall of a fresh `pi -p` as Pi waits for it (the shim's PI_MEMORY_BRIDGE_TIMINGS).
 * spawn: the sidecar itself, spawn -> `initialize` answered (target <= 150 ms with bytecode), with
-  and without bytecode, then `initialize` -> engine ready (a `session/start` answer) and stdin
-  EOF -> process gone (what Pi would wait for if it awaited teardown).
+  and without bytecode, then `initialize` -> engine ready (a `session/start` answer), stdin
+  EOF -> process gone (what Pi would wait for if it awaited teardown), and the CPU time (user +
+  sys) the process used in all (what several sidecars starting at once compete for).
 * rpc: `pi --mode rpc` start-up until `get_state` answers, with vs without the extension
   (target: <= 60 ms more; the sidecar starts in the background).
 """
@@ -151,8 +152,8 @@ def _read_answer(proc: subprocess.Popen[bytes], id_: int) -> bytes:
             return line
 
 
-def spawn_once(env: dict[str, str], cwd: str) -> tuple[float, float, float]:
-    """(spawn -> initialize, initialize -> engine ready, stdin EOF -> exit) in ms."""
+def spawn_once(env: dict[str, str], cwd: str) -> tuple[float, float, float, float]:
+    """(spawn -> initialize, initialize -> engine ready, stdin EOF -> exit, CPU user+sys) in ms."""
     started = time.perf_counter()
     proc = subprocess.Popen([str(SIDECAR), "serve"], stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env)
     assert proc.stdin is not None
@@ -166,9 +167,11 @@ def spawn_once(env: dict[str, str], cwd: str) -> tuple[float, float, float]:
     assert b'"result"' in _read_answer(proc, 2)
     engine = time.perf_counter()
     proc.stdin.close()
-    proc.wait(10)
+    _, _, usage = os.wait4(proc.pid, 0)
+    proc.returncode = 0  # reaped above
     gone = time.perf_counter()
-    return (initialized - started) * 1000, (engine - initialized) * 1000, (gone - engine) * 1000
+    cpu = (usage.ru_utime + usage.ru_stime) * 1000
+    return (initialized - started) * 1000, (engine - initialized) * 1000, (gone - engine) * 1000, cpu
 
 
 def bench_spawn(runs: int, root: Path) -> None:
@@ -181,13 +184,14 @@ def bench_spawn(runs: int, root: Path) -> None:
         "without bytecode": {**base, "PYTHONPYCACHEPREFIX": str(empty_cache), "PYTHONDONTWRITEBYTECODE": "1"},
     }
     spawn_once(base, str(root))  # the store and the outbox exist from now on, as for a user
-    figures: dict[str, list[tuple[float, float, float]]] = {name: [] for name in variants}
+    figures: dict[str, list[tuple[float, float, float, float]]] = {name: [] for name in variants}
     for _ in range(runs):
         for name, env in variants.items():
             figures[name].append(spawn_once(env, str(root)))
     print(f"sidecar ({SIDECAR.relative_to(REPO_ROOT)} serve), {runs} spawns each, interleaved")
     target = {"with bytecode": "target: p50 <= 150 ms"}
-    for step, col in (("spawn -> initialize", 0), ("initialize -> engine", 1), ("stdin EOF -> exit", 2)):
+    steps = ("spawn -> initialize", "initialize -> engine", "stdin EOF -> exit", "CPU, spawn -> exit")
+    for col, step in enumerate(steps):
         for name, rows in figures.items():
             short = name.replace(" bytecode", " .pyc")
             goal = target.get(name, "") if col == 0 else ""

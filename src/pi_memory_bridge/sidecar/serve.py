@@ -12,6 +12,7 @@ signal) requests in flight finish, the engine closes, and a watchdog ends the pr
 from __future__ import annotations
 
 import asyncio
+import gc
 import importlib
 import logging
 import os
@@ -102,11 +103,17 @@ class LazyEngine:
             self._task = asyncio.create_task(self._start(hs))
 
     async def _start(self, hs: Handshake) -> Engine:
-        # importing the engine costs ~100 ms: do it off the event loop, after the handshake reply
-        module = await asyncio.to_thread(importlib.import_module, "pi_memory_bridge.engine.core")
-        engine: Engine = await module.Engine.open(
-            hs.loaded, hs.agent_dir, hs.cwd, env=self.env, notify=self.notify, log_file=self.log_file
-        )
+        try:
+            # importing the engine costs ~100 ms: do it off the event loop, after the handshake reply
+            module = await asyncio.to_thread(importlib.import_module, "pi_memory_bridge.engine.core")
+            engine: Engine = await module.Engine.open(
+                hs.loaded, hs.agent_dir, hs.cwd, env=self.env, notify=self.notify, log_file=self.log_file
+            )
+        finally:
+            # `cli` starts without collections (start-up allocates a lot and frees little): what
+            # was loaded stays for good, so freeze it out of every later collection
+            gc.freeze()
+            gc.enable()
         if self.notify is not None:
             await self.notify(engine.footer())
         return engine

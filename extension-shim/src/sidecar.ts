@@ -7,7 +7,8 @@
  *
  * Deadlines, so memory never holds Pi past them:
  * - the handshake must be answered within the recall deadline, or the child is killed and every
- *   call waiting for it fails at that moment;
+ *   call waiting for it fails at that moment; so is it when a call Pi awaits runs out of time
+ *   before the sidecar ever answered;
  * - the child and its pipes are unref'd: they never keep Pi's process alive. A call Pi awaits
  *   (`hold`) keeps the event loop up until its answer or its deadline, no longer;
  * - `stop` never waits: it closes stdin (the sidecar exits on EOF, bounded by its own watchdog)
@@ -127,7 +128,13 @@ export class Sidecar {
 		const started = Date.now();
 		if (this.state !== "ready") {
 			const wait = budget();
-			await withTimeout(ready, wait, `sidecar not ready within ${wait} ms`, options.hold);
+			try {
+				await withTimeout(ready, wait, `sidecar not ready within ${wait} ms`, options.hold);
+			} catch (e) {
+				// Pi stopped waiting for a sidecar that never answered: nothing will wait on this one again
+				if (options.hold && this.ready === ready && this.state === "starting") this.giveUp(errorText(e));
+				throw e;
+			}
 		}
 		const left = budget() - (Date.now() - started);
 		if (left <= 0) throw new RpcTimeout(method, budget());
@@ -230,15 +237,20 @@ export class Sidecar {
 			},
 			(e: Error) => {
 				if (this.child === child) {
-					const why = e instanceof RpcError ? e.message : `handshake failed: ${e.message}`;
-					this.fail(why);
-					kill(child, "SIGKILL"); // hung or incompatible: do not leave it behind
+					// hung or incompatible: do not leave it behind
+					this.giveUp(e instanceof RpcError ? e.message : `handshake failed: ${e.message}`);
 				}
 				throw e;
 			},
 		);
 		ready.catch(() => undefined);
 		this.ready = ready;
+	}
+
+	private giveUp(reason: string): void {
+		const child = this.child;
+		this.fail(reason);
+		if (child) kill(child, "SIGKILL");
 	}
 
 	private fail(reason: string): void {
@@ -250,6 +262,10 @@ export class Sidecar {
 		this.child = undefined;
 		this.events.onStatus(`memory: unavailable (${reason.slice(0, 120)})`);
 	}
+}
+
+function errorText(e: unknown): string {
+	return e instanceof Error ? e.message : String(e);
 }
 
 /** The child never keeps Pi's process alive: not the process handle, not its stdio pipes. */

@@ -254,3 +254,22 @@ test("a prestarted sidecar serves calls, and one never used is killed at stop", 
 	unused.stop();
 	assert.ok(await until(() => !alive(pid), 1_000));
 });
+
+test("a call Pi awaits that runs out of time before the handshake gives the sidecar up at once", async () => {
+	const sc = new Sidecar(init, quiet, { ...process.env, PI_MEMORY_BRIDGE_CMD: script(HANG) }, { handshakeMs: () => 10_000 });
+	sc.ensureStarted();
+	const pid = sc.pid;
+	const started = Date.now();
+	await assert.rejects(sc.call("recall", {}, 300, HOLD));
+	assert.ok(Date.now() - started < 800);
+	assert.equal(sc.state, "failed");
+	assert.ok(await until(() => !alive(pid), 1_000), "the child that never answered is killed");
+	// a fire-and-forget call (no hold) that runs out of time leaves a slow starter alone
+	const slow = new Sidecar(init, quiet, { ...process.env, PI_MEMORY_BRIDGE_CMD: script(HANG) }, { handshakeMs: () => 10_000 });
+	slow.ensureStarted();
+	const keepAlive = setTimeout(() => {}, 1_000); // nothing of a fire-and-forget call holds the loop
+	await assert.rejects(slow.call("session/start", {}, 200));
+	clearTimeout(keepAlive);
+	assert.equal(slow.state, "starting");
+	slow.stop();
+});

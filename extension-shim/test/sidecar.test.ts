@@ -78,7 +78,7 @@ test("a hanging sidecar costs at most the call deadline", async () => {
 	const started = Date.now();
 	await assert.rejects(sc.call("recall", {}, 300, HOLD));
 	const took = Date.now() - started;
-	assert.ok(took >= 250 && took < 800, `took ${took} ms`);
+	assert.ok(took >= 250 && took < 1_500, `took ${took} ms`);
 	sc.stop();
 });
 
@@ -134,7 +134,7 @@ test("a handshake past its deadline kills the child and fails a waiting call the
 	const started = Date.now();
 	await assert.rejects(sc.call("recall", {}, 5_000, HOLD));
 	const took = Date.now() - started;
-	assert.ok(took >= 250 && took < 800, `took ${took} ms`);
+	assert.ok(took >= 250 && took < 1_500, `took ${took} ms`);
 	assert.equal(sc.state, "failed");
 	assert.match(sc.lastError ?? "", /initialize: no answer within 300 ms/);
 	assert.ok(await until(() => !alive(pid), 1_000), "the hung child must be killed");
@@ -171,6 +171,7 @@ test("stop() does not wait for a ready child to exit; it exits on stdin EOF by i
 test("a ready sidecar that lets a call time out is no longer answering, and stop kills it", async () => {
 	const sc = new Sidecar(init, quiet, { ...process.env, PI_MEMORY_BRIDGE_CMD: script(HANG_AFTER_INIT) });
 	sc.ensureStarted();
+	assert.ok(await until(() => sc.state === "ready", 5_000));
 	await assert.rejects(sc.call("recall", {}, 200, HOLD), RpcTimeout);
 	assert.equal(sc.state, "ready");
 	assert.equal(sc.answering, false);
@@ -239,7 +240,7 @@ test("prestart spawns without a handshake; the handshake and its deadline start 
 	const started = Date.now();
 	await assert.rejects(sc.call("recall", {}, 5_000, HOLD));
 	const took = Date.now() - started;
-	assert.ok(took >= 250 && took < 800, `took ${took} ms`);
+	assert.ok(took >= 250 && took < 1_500, `took ${took} ms`);
 	assert.ok(await until(() => !alive(pid), 1_000));
 });
 
@@ -261,7 +262,7 @@ test("a call Pi awaits that runs out of time before the handshake gives the side
 	const pid = sc.pid;
 	const started = Date.now();
 	await assert.rejects(sc.call("recall", {}, 300, HOLD));
-	assert.ok(Date.now() - started < 800);
+	assert.ok(Date.now() - started < 1_500);
 	assert.equal(sc.state, "failed");
 	assert.ok(await until(() => !alive(pid), 1_000), "the child that never answered is killed");
 	// a fire-and-forget call (no hold) that runs out of time leaves a slow starter alone

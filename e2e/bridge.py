@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import json
+import os
 import sqlite3
+import time
 from pathlib import Path
 from typing import Any
 
 from harness import REPO_ROOT, PiEnv
+from harness.procs import parent_pid
 
 SHIM = REPO_ROOT / "extension-shim"
 SIDECAR = REPO_ROOT / ".venv" / "bin" / "pi-memory-bridge"
@@ -46,8 +49,30 @@ def write_config(env: PiEnv, config: dict[str, Any]) -> None:
     path.write_text(json.dumps({"schemaVersion": 1, **config}, indent=2) + "\n", encoding="utf-8")
 
 
+def detached_sidecars(env: PiEnv) -> list[int]:
+    """This env's processes whose Pi has exited: sidecars finishing up on their own.
+
+    Pi itself is a child of this (test) process; what Pi spawned has Pi as its parent until Pi
+    exits, then PID 1 (or a subreaper)."""
+    marked = set(env.marked_pids())
+    return [p for p in marked if parent_pid(p) not in marked and parent_pid(p) != os.getpid()]
+
+
+def wait_for_detached_sidecars(env: PiEnv, timeout: float = 15.0) -> None:
+    """Pi does not wait for its sidecar to exit: after a `pi -p`, wait until every sidecar it left
+    has finished (delivered what it queued, closed the store) before reading the store."""
+    deadline = time.monotonic() + timeout
+    while detached_sidecars(env):
+        if time.monotonic() > deadline:
+            left = detached_sidecars(env)
+            raise AssertionError(f"sidecars still running {timeout:.0f} s after their Pi exited: {left}")
+        time.sleep(0.02)
+
+
 def stored_turns(env: PiEnv) -> list[dict[str, Any]]:
-    """L0 rows straight from the SQLite store (not through our own code)."""
+    """L0 rows straight from the SQLite store (not through our own code), once sidecars left
+    behind by finished Pis are done."""
+    wait_for_detached_sidecars(env)
     db = data_dir(env) / "memory.sqlite3"
     if not db.exists():
         return []

@@ -26,6 +26,9 @@ if [ ! -x .venv/bin/python ]; then
 fi
 .venv/bin/python -m pip install --quiet --disable-pip-version-check --upgrade pip
 .venv/bin/python -m pip install --quiet --disable-pip-version-check -e '.[dev]'
+# An editable install leaves our own modules uncompiled (pip compiles a wheel's, not these): compile
+# them, so every sidecar start reads bytecode (PYTHONDONTWRITEBYTECODE would stop Python writing it).
+.venv/bin/python -m compileall -q src/pi_memory_bridge
 
 npm_into() { # dir spec
   local d="$ROOT/.tools/$1"

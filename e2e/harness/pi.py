@@ -300,7 +300,8 @@ class PiEnv:
                     session.close(timeout=10)
                 except AssertionError as exc:
                     errors.append(str(exc))
-        leftovers = kill_pids(self.marked_pids())
+        # a sidecar finishes on its own after its Pi exits (bounded by its exit watchdog, 5 s)
+        leftovers = kill_pids(wait_until_gone(self.marked_pids(), timeout=6))
         if leftovers:
             wait_until_gone(leftovers, timeout=5)
             warnings.warn(f"killed processes left behind by Pi: {leftovers}", stacklevel=2)

@@ -15,10 +15,11 @@ import {
 	type InitializeParams,
 	type RecallResult,
 	type ToolCallResult,
+	type TurnSettledParams,
 	type TurnSettledResult,
 } from "./protocol.ts";
 import { RpcClosed, RpcTimeout } from "./rpc.ts";
-import { Sidecar } from "./sidecar.ts";
+import { settleWithin, Sidecar } from "./sidecar.ts";
 
 const STATUS_KEY = "tdai-memory";
 const DEFAULT_DEADLINE_MS = 3_000;
@@ -26,7 +27,7 @@ const DEADLINE_SLACK_MS = 150; // the sidecar enforces the deadline itself; this
 const SESSION_CALL_MS = 2_000;
 const COMMAND_CALL_MS = 30_000;
 const CAPTURE_CALL_MS = 10_000;
-const SHUTDOWN_CAPTURE_WAIT_MS = 2_000;
+const SHUTDOWN_WAIT_MS = 500; // in-flight captures of an answering sidecar, in total; none for any other
 const REPLACEMENT_GRACE_MS = 3_000;
 
 /** Benches set PI_MEMORY_BRIDGE_TIMINGS to a file: each hook appends how long Pi waited on it. */
@@ -38,7 +39,7 @@ function timed<A extends unknown[], R>(hook: string, fn: (...args: A) => R): (..
 		const started = performance.now();
 		const record = (): void => {
 			try {
-				appendFileSync(TIMINGS, `${JSON.stringify({ hook, ms: performance.now() - started })}\n`);
+				appendFileSync(TIMINGS, `${JSON.stringify({ hook, ms: performance.now() - started, pid: process.pid })}\n`);
 			} catch {
 				/* a bench aid must never break Pi */
 			}
@@ -117,14 +118,15 @@ function initParams(): InitializeParams {
 
 function sidecar(): Sidecar {
 	if (!shared.sidecar) {
-		shared.sidecar = new Sidecar(initParams, {
+		const events = {
 			onStatus: setStatus,
-			onNotification(method, params) {
+			onNotification(method: string, params: unknown) {
 				if (method === "status/changed" && params && typeof (params as { text?: unknown }).text === "string") {
 					setStatus((params as { text: string }).text);
 				}
 			},
-		});
+		};
+		shared.sidecar = new Sidecar(initParams, events, process.env, { handshakeMs: recallDeadline });
 	}
 	if (!shared.exitHook) {
 		shared.exitHook = true;
@@ -135,6 +137,15 @@ function sidecar(): Sidecar {
 
 function recallDeadline(): number {
 	return (shared.sidecar?.initResult?.recall.deadlineMs ?? DEFAULT_DEADLINE_MS) + DEADLINE_SLACK_MS;
+}
+
+/** A run Pi keeps: `--no-session` has no session file (both 0.84 and 1.x return undefined then). */
+function sessionPersisted(ctx: ExtensionContext): boolean {
+	try {
+		return ctx.sessionManager.getSessionFile() !== undefined;
+	} catch {
+		return true; // unknown: let the sidecar's usual rules decide
+	}
 }
 
 function sessionPayload(ctx: ExtensionContext, reason?: string): Record<string, unknown> {
@@ -161,6 +172,7 @@ async function runCommand(name: string, args: string, ctx: ExtensionCommandConte
 			"command/run",
 			{ name, args, hasUi: ctx.hasUI, piSessionId: sessionId(ctx) },
 			COMMAND_CALL_MS,
+			{ hold: true },
 		);
 		while (step.kind !== "done") {
 			let answer: boolean | string | null = null;
@@ -171,7 +183,7 @@ async function runCommand(name: string, args: string, ctx: ExtensionCommandConte
 				else if (step.kind === "select") answer = (await ctx.ui.select(step.title, step.options)) ?? null;
 				else answer = (await ctx.ui.input(step.title, step.placeholder)) ?? null;
 			}
-			step = await sc.call<CommandStep>("command/answer", { flowId: step.flowId, answer }, COMMAND_CALL_MS);
+			step = await sc.call<CommandStep>("command/answer", { flowId: step.flowId, answer }, COMMAND_CALL_MS, { hold: true });
 		}
 		if (step.statusText) setStatus(step.statusText);
 		show(step.message, step.level);
@@ -203,6 +215,7 @@ function registerTools(pi: ExtensionAPI): void {
 				"tool/call",
 				{ piSessionId: sessionId(ctx), name, arguments: args },
 				recallDeadline,
+				{ hold: true },
 			);
 		} catch (e) {
 			result = { text: `Memory unavailable (${errorText(e)}). Continue without memory.`, details: {}, isError: true };
@@ -318,6 +331,8 @@ function registerCommands(pi: ExtensionAPI): void {
 export function createMemoryBridge(pi: ExtensionAPI): void {
 	registerTools(pi);
 	registerCommands(pi);
+	// the interpreter loads while Pi is still starting; the handshake waits for session_start
+	sidecar().prestart();
 
 	pi.on("session_start", (event, ctx) => {
 		shared.ctx = ctx;
@@ -347,6 +362,7 @@ export function createMemoryBridge(pi: ExtensionAPI): void {
 				"recall",
 				{ piSessionId: sessionId(ctx), prompt, liveUserTimestamps: liveUserTimestamps(ctx.sessionManager.getBranch()) },
 				recallDeadline,
+				{ hold: true },
 			);
 			setStatus(result.statusText);
 			if (!result.block) return undefined;
@@ -371,13 +387,15 @@ export function createMemoryBridge(pi: ExtensionAPI): void {
 		shared.runs.delete(sid);
 		if (runs.length === 0) return;
 		const aborted = (event as { aborted?: unknown }).aborted;
-		const payload = {
-			...sessionPayload(ctx),
+		const sm = ctx.sessionManager;
+		const payload: TurnSettledParams = {
+			piSessionId: sid,
 			runs,
 			aborted: typeof aborted === "boolean" ? aborted : null,
+			entries: projectEntries(sm.getEntries()),
+			leafId: sm.getLeafId() ?? null,
+			sessionPersisted: sessionPersisted(ctx),
 		};
-		delete (payload as { reason?: unknown }).reason;
-		delete (payload as { sessionFile?: unknown }).sessionFile;
 		// fire and forget: Pi never waits on capture; session_shutdown gives in-flight captures a moment
 		const p = sidecar()
 			.call<TurnSettledResult>("turn/settled", payload, CAPTURE_CALL_MS)
@@ -387,26 +405,22 @@ export function createMemoryBridge(pi: ExtensionAPI): void {
 		shared.captures.add(p);
 	}));
 
-	pi.on("session_shutdown", async (event) => {
-		if (shared.captures.size > 0) {
-			await Promise.race([
-				Promise.allSettled([...shared.captures]),
-				new Promise((r) => setTimeout(r, SHUTDOWN_CAPTURE_WAIT_MS).unref()),
-			]);
-		}
+	pi.on("session_shutdown", timed("session_shutdown", async (event) => {
 		const sc = shared.sidecar;
+		// a sidecar that is not ready, or stopped answering, gets no wait at all
+		if (sc?.answering && shared.captures.size > 0) await settleWithin([...shared.captures], SHUTDOWN_WAIT_MS);
 		if (!sc) return;
 		if (event.reason === "quit" || event.reason === "reload") {
 			// on reload the sidecar must read the configuration again (e.g. after /tdai-memory-setup)
 			shared.sidecar = undefined;
-			await sc.stop();
+			sc.stop();
 			return;
 		}
 		// fork/new/resume/reload: a new session_start follows at once; keep the sidecar warm for it
 		shared.stopTimer = setTimeout(() => {
 			if (shared.sidecar === sc) shared.sidecar = undefined;
-			void sc.stop();
+			sc.stop();
 		}, REPLACEMENT_GRACE_MS);
 		shared.stopTimer.unref();
-	});
+	}));
 }

@@ -43,6 +43,16 @@ export interface RecallResult {
 	statusText: string;
 }
 
+export interface TurnSettledParams {
+	piSessionId: string;
+	runs: unknown[][];
+	aborted: boolean | null;
+	entries: EntryRef[];
+	leafId: string | null;
+	/** False for a run Pi does not keep (`--no-session`): it gets recall, and capture only if configured. */
+	sessionPersisted: boolean;
+}
+
 export interface TurnSettledResult {
 	captured: number;
 	skipped: number;

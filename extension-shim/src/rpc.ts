@@ -31,6 +31,15 @@ export class RpcClosed extends Error {
 
 type Pending = { method: string; resolve: (v: unknown) => void; reject: (e: Error) => void; timer: ReturnType<typeof setTimeout> };
 
+export interface RequestOptions {
+	/**
+	 * Pi awaits this answer: keep Node's event loop alive until it arrives or the deadline passes.
+	 * Nothing else of ours holds the loop (the child and its pipes are unref'd), so without this a
+	 * `pi -p` with nothing else to do could exit mid-await; with it, at most until the deadline.
+	 */
+	hold?: boolean;
+}
+
 export type NotificationHandler = (method: string, params: unknown) => void;
 
 export class LineSplitter {
@@ -55,6 +64,7 @@ export class RpcClient {
 	private readonly pending = new Map<number, Pending>();
 	private readonly splitter = new LineSplitter();
 	private closed: string | undefined;
+	private missedSinceAnswer = false;
 	private readonly write: (line: string) => void;
 	private readonly onNotification: NotificationHandler;
 
@@ -68,15 +78,16 @@ export class RpcClient {
 		for (const line of this.splitter.push(chunk)) this.handleLine(line);
 	}
 
-	request<T>(method: string, params: unknown, timeoutMs: number): Promise<T> {
+	request<T>(method: string, params: unknown, timeoutMs: number, options: RequestOptions = {}): Promise<T> {
 		if (this.closed !== undefined) return Promise.reject(new RpcClosed(this.closed));
 		const id = this.nextId++;
 		return new Promise<T>((resolve, reject) => {
 			const timer = setTimeout(() => {
 				this.pending.delete(id);
+				this.missedSinceAnswer = true;
 				reject(new RpcTimeout(method, timeoutMs));
-			}, timeoutMs);
-			timer.unref?.();
+			}, Math.max(0, timeoutMs));
+			if (!options.hold) timer.unref?.();
 			this.pending.set(id, { method, resolve: resolve as (v: unknown) => void, reject, timer });
 			try {
 				this.write(JSON.stringify({ jsonrpc: "2.0", id, method, params }) + "\n");
@@ -90,6 +101,11 @@ export class RpcClient {
 
 	get inFlight(): number {
 		return this.pending.size;
+	}
+
+	/** A call ran out of time and the peer has answered nothing since: treat it as not answering. */
+	get unresponsive(): boolean {
+		return this.missedSinceAnswer;
 	}
 
 	/** Fail every pending call and refuse new ones. */
@@ -117,6 +133,7 @@ export class RpcClient {
 			return;
 		}
 		if (typeof m.id !== "number") return;
+		this.missedSinceAnswer = false;
 		const p = this.pending.get(m.id);
 		if (!p) return; // answered after its deadline: dropped
 		this.pending.delete(m.id);

@@ -43,3 +43,15 @@ test("notifications reach the handler; garbage lines are ignored", () => {
 	c.feed('not json\n{"jsonrpc":"2.0","method":"status/changed","params":{"text":"memory: ready"}}\n42\n');
 	assert.deepEqual(got, [["status/changed", { text: "memory: ready" }]]);
 });
+
+test("a call that runs out of time marks the peer unresponsive until it answers again", async () => {
+	const sent: string[] = [];
+	const c = new RpcClient((l) => sent.push(l));
+	assert.equal(c.unresponsive, false);
+	await assert.rejects(c.request("slow", {}, 20, { hold: true }), RpcTimeout);
+	assert.equal(c.unresponsive, true);
+	const next = c.request<number>("next", {}, 1000, { hold: true });
+	c.feed(`{"jsonrpc":"2.0","id":${JSON.parse(sent[1]!).id},"result":7}\n`);
+	assert.equal(await next, 7);
+	assert.equal(c.unresponsive, false);
+});

@@ -79,6 +79,10 @@ def _run(argv: list[str] | None) -> int:
         print(f"pi-memory-bridge {__version__} (protocol {PROTOCOL_VERSION})")
         return 0
     if args.command == "serve":
+        import gc
+
+        # start-up allocates a lot and frees little: no collections until the engine runs (serve)
+        gc.disable()
         from pi_memory_bridge.sidecar.serve import run
 
         return run()

@@ -86,6 +86,9 @@ class CaptureSettings(_Settings):
     """Whether settled turns are captured into memory."""
 
     enabled: bool = True
+    # Runs Pi does not keep (`pi --no-session`, as subagents are started) get recall, but are not
+    # the user's conversation: captured only when this is on (and then only live: no session file).
+    no_session_runs: bool = False
 
 
 class SkillSettings(_Settings):

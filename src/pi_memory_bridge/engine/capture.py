@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 
 from pi_memory_bridge.backends.base import BackendError
 from pi_memory_bridge.capture.prepare import prepare_capture
+from pi_memory_bridge.capture.scope import not_kept_reason
 from pi_memory_bridge.config import LoadedConfig
 from pi_memory_bridge.engine import footer
 from pi_memory_bridge.engine.backend_slot import BackendSlot
@@ -30,12 +31,16 @@ class CaptureStats:
     failures: int = 0
     last_error: str | None = None
     skip_reasons: Counter[str] = field(default_factory=Counter)
+    not_kept: Counter[str] = field(default_factory=Counter)  # whole runs not captured by design
 
     def describe(self) -> str:
         text = f"{self.captured} captured, {self.skipped} skipped (fail-closed), {self.redactions} redactions"
         if self.skip_reasons:
             top = ", ".join(f"{r} x{n}" for r, n in self.skip_reasons.most_common(3))
             text += f" [skips: {top}]"
+        if self.not_kept:
+            runs = ", ".join(f"{r} x{n}" for r, n in self.not_kept.most_common())
+            text += f", {self.not_kept.total()} run(s) not captured [{runs}]"
         if self.failures:
             text += f", {self.failures} failed (last: {self.last_error})"
         return text
@@ -55,6 +60,11 @@ class Capture:
         cfg = self._loaded.config
         if not (cfg.enabled and cfg.capture.enabled):
             return TurnSettledResult(captured=0, skipped=0, reasons=[], status_text=footer.CAPTURE_OFF)
+        if (unkept := not_kept_reason(p.session_persisted, cfg.capture)) is not None:
+            self.stats.not_kept[unkept] += 1
+            return TurnSettledResult(
+                captured=0, skipped=0, reasons=[unkept], status_text=footer.not_captured(unkept)
+            )
         ident = self._sessions.identity_for(p.pi_session_id, p.entries, p.leaf_id)
         prepared = prepare_capture(p.runs, aborted=p.aborted, identity=ident)
         stats = self.stats

@@ -29,6 +29,10 @@ def unavailable(backend: str) -> str:
     return f"memory: {backend} unavailable"
 
 
+def not_captured(reason: str) -> str:
+    return f"memory: not captured ({reason})"
+
+
 def captured(count: int, *, queued: bool) -> str:
     return f"memory: {'queued' if queued else 'captured'} {count}"
 

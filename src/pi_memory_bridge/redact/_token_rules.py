@@ -1,11 +1,17 @@
-"""Rules for self-identifying credentials: the vendor token table and AWS key pairs."""
+"""Rules for self-identifying credentials: the vendor token table and AWS key pairs.
+
+Each rule compiles its regexes the first time it runs, once: the token table alone takes tens of
+milliseconds to compile, and importing redaction (the sidecar's engine does) must stay cheap.
+"""
 
 from __future__ import annotations
 
+import functools
 import re
+from collections.abc import Callable
 from typing import Final
 
-from ._engine import FormatSet, Groups, RegexRule, Span, decode
+from ._engine import FormatSet, Groups, RegexRule, Rule, Span, Tally, decode
 from ._shapes import looks_random
 from ._syntax import BLANK, QUOTE, TOKEN_START
 from ._tokens import TOKEN_FORMATS
@@ -60,9 +66,35 @@ class _Tokens:
         return "openai-key" if token.kind == "api-key" and "T3BlbkFJ" in value else token.kind
 
 
-_TOKENS: Final = _Tokens()
-TOKEN_RULE: Final = _TOKENS.rule
-classify_token: Final = _TOKENS.classify
+
+class _CompiledOnFirstUse:
+    """A rule built by `build` when it first runs, then reused (a race builds it twice, harmlessly)."""
+
+    __slots__ = ("_build", "_rule")
+
+    def __init__(self, build: Callable[[], Rule]) -> None:
+        self._build = build
+        self._rule: Rule | None = None
+
+    def __call__(self, data: bytes, tally: Tally) -> bytes:
+        rule = self._rule
+        if rule is None:
+            rule = self._rule = self._build()
+        return rule(data, tally)
+
+
+@functools.cache
+def _tokens() -> _Tokens:
+    """The vendor token formats, compiled on first use: the handshake path never pays for them."""
+    return _Tokens()
+
+
+TOKEN_RULE: Final = _CompiledOnFirstUse(lambda: _tokens().rule)
+
+
+def classify_token(value: str) -> str | None:
+    """The kind of the vendor token that is exactly ``value``, or None."""
+    return _tokens().classify(value)
 
 _AWS_SECRET = r"[A-Za-z0-9/+]{40}"
 _AWS_SECRET_END = r"(?:[^A-Za-z0-9/+=]|$)"
@@ -82,14 +114,16 @@ def _aws_pair(groups: Groups, data: bytes) -> list[Span]:
 
 
 # An access key id followed on the same line by a 40-character secret (CSV exports, pasted pairs).
-AWS_PAIR_RULE: Final = RegexRule(
-    "aws-pair",
-    TOKEN_START
-    + r"((?:AKIA|ASIA)[A-Z0-9]{16})\b[^\r\n]{0,120}?(?:^|[^A-Za-z0-9/+])("
-    + _AWS_SECRET
-    + ")"
-    + _AWS_SECRET_END,
-    _aws_pair,
+AWS_PAIR_RULE: Final = _CompiledOnFirstUse(
+    lambda: RegexRule(
+        "aws-pair",
+        TOKEN_START
+        + r"((?:AKIA|ASIA)[A-Z0-9]{16})\b[^\r\n]{0,120}?(?:^|[^A-Za-z0-9/+])("
+        + _AWS_SECRET
+        + ")"
+        + _AWS_SECRET_END,
+        _aws_pair,
+    )
 )
 
 
@@ -99,15 +133,17 @@ def _aws_labelled(groups: Groups, data: bytes) -> list[Span]:
 
 
 # "AWS Secret Access Key [None]: ..." (aws configure), "SecretAccessKey": "..." and friends.
-AWS_LABELLED_RULE: Final = RegexRule(
-    "aws-labelled",
-    r"(?i)secret[ _-]?access[ _-]?key\b[^\r\n:=]{0,30}[:=]"
-    + BLANK
-    + "*"
-    + QUOTE
-    + "?("
-    + _AWS_SECRET
-    + ")"
-    + _AWS_SECRET_END,
-    _aws_labelled,
+AWS_LABELLED_RULE: Final = _CompiledOnFirstUse(
+    lambda: RegexRule(
+        "aws-labelled",
+        r"(?i)secret[ _-]?access[ _-]?key\b[^\r\n:=]{0,30}[:=]"
+        + BLANK
+        + "*"
+        + QUOTE
+        + "?("
+        + _AWS_SECRET
+        + ")"
+        + _AWS_SECRET_END,
+        _aws_labelled,
+    )
 )

@@ -151,6 +151,9 @@ class TurnSettledParams(WireModel):
     # `/tree` branch only exists once its first message has been appended
     entries: list[EntryRef] = Field(default_factory=list)
     leaf_id: str | None = Field(default=None, max_length=200)
+    # False when Pi does not keep this run (`--no-session`, e.g. a subagent's task): not the
+    # user's conversation, so capture skips it unless `capture.noSessionRuns` is on
+    session_persisted: bool = True
 
 
 class TurnSettledResult(WireModel):

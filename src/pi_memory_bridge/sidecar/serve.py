@@ -3,16 +3,23 @@
 The handshake is answered from the configuration alone (`handshake`); the memory engine
 (`engine.core.Engine`: store, outbox, recall, capture) is imported and opened right after, in the
 background, and every other method waits for it within its caller's deadline.
+
+Exit is the sidecar's own business: Pi never waits for it. On stdin EOF (or `shutdown`, or a
+signal) requests in flight finish, the engine closes, and a watchdog ends the process after
+`EXIT_WATCHDOG_S` whatever still hangs, so no sidecar outlives its Pi for long.
 """
 
 from __future__ import annotations
 
 import asyncio
+import gc
 import importlib
 import logging
 import os
 import signal
-from collections.abc import Mapping
+import sys
+import threading
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -20,6 +27,7 @@ from pi_memory_bridge.config import data_dir, default_agent_dir
 from pi_memory_bridge.embeddings.loader import start_early
 from pi_memory_bridge.rpc import InternalError, InvalidRequest, RpcEndpoint, open_stdio
 from pi_memory_bridge.rpc.framing import DEFAULT_MAX_LINE_BYTES
+from pi_memory_bridge.rpc.server import ByteReader
 from pi_memory_bridge.sidecar.handshake import Handshake, handshake
 from pi_memory_bridge.sidecar.logs import setup_logging
 from pi_memory_bridge.sidecar.protocol import (
@@ -47,6 +55,39 @@ if TYPE_CHECKING:
     from pi_memory_bridge.engine.notifier import Notify
 
 log = logging.getLogger(__name__)
+EXIT_WATCHDOG_S = 5.0
+
+
+class _EofWatch:
+    """A reader that calls `on_eof` when its stream ends (before the endpoint finishes up)."""
+
+    def __init__(self, reader: ByteReader, on_eof: Callable[[], None]) -> None:
+        self._reader = reader
+        self._on_eof = on_eof
+
+    async def read(self, n: int) -> bytes:
+        chunk = await self._reader.read(n)
+        if not chunk:
+            self._on_eof()
+        return chunk
+
+
+class _ExitWatchdog:
+    """Once armed, ends the process after `seconds` even if the loop is stuck (a daemon thread)."""
+
+    def __init__(self, seconds: float) -> None:
+        self._seconds = seconds
+        self._timer: threading.Timer | None = None
+
+    def arm(self) -> None:
+        if self._timer is None:
+            self._timer = threading.Timer(self._seconds, self._fire)
+            self._timer.daemon = True
+            self._timer.start()
+
+    def _fire(self) -> None:
+        log.warning("still running %.0f s after being told to stop: exiting now", self._seconds)
+        os._exit(0)
 
 
 class LazyEngine:
@@ -63,11 +104,17 @@ class LazyEngine:
             self._task = asyncio.create_task(self._start(hs))
 
     async def _start(self, hs: Handshake) -> Engine:
-        # importing the engine costs ~100 ms: do it off the event loop, after the handshake reply
-        module = await asyncio.to_thread(importlib.import_module, "pi_memory_bridge.engine.core")
-        engine: Engine = await module.Engine.open(
-            hs.loaded, hs.agent_dir, hs.cwd, env=self.env, notify=self.notify, log_file=self.log_file
-        )
+        try:
+            # importing the engine costs ~100 ms: do it off the event loop, after the handshake reply
+            module = await asyncio.to_thread(importlib.import_module, "pi_memory_bridge.engine.core")
+            engine: Engine = await module.Engine.open(
+                hs.loaded, hs.agent_dir, hs.cwd, env=self.env, notify=self.notify, log_file=self.log_file
+            )
+        finally:
+            # `cli` starts without collections (start-up allocates a lot and frees little): what
+            # was loaded stays for good, so freeze it out of every later collection
+            gc.freeze()
+            gc.enable()
         if self.notify is not None:
             await self.notify(engine.footer())
         return engine
@@ -155,13 +202,16 @@ async def serve_stdio() -> int:
     )
     stop = asyncio.Event()
     rpc = build_endpoint(engine, stop)
-    reader, writer = await open_stdio()
+    watchdog = _ExitWatchdog(EXIT_WATCHDOG_S)
+    stdin, writer = await open_stdio()
+    reader = _EofWatch(stdin, watchdog.arm)
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
     serving = asyncio.create_task(rpc.serve(reader, writer))
     stopping = asyncio.create_task(stop.wait())
     await asyncio.wait({serving, stopping}, return_when=asyncio.FIRST_COMPLETED)
+    watchdog.arm()
     if not serving.done():
         # `shutdown` or a signal: finish what is in flight (bounded), then leave
         try:
@@ -176,4 +226,10 @@ async def serve_stdio() -> int:
 
 
 def run() -> int:
-    return asyncio.run(serve_stdio())
+    code = asyncio.run(serve_stdio())
+    # The engine is closed and the logs are flushed: skip the interpreter's own teardown, tens of
+    # ms of CPU per sidecar that nobody waits for (several exit at once when subagents finish).
+    logging.shutdown()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)

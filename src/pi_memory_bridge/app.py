@@ -58,6 +58,7 @@ from pi_memory_bridge.protocol import (
     TurnSettledResult,
 )
 from pi_memory_bridge.recall import Layer, RecallBudget, RecallOutcome, recall
+from pi_memory_bridge.recall.trace_log import TraceLog, open_trace_log
 from pi_memory_bridge.redact import redact_text
 from pi_memory_bridge.rpc.errors import InvalidParams
 from pi_memory_bridge.tools import ToolFailure, conversation_search, memory_save, memory_search
@@ -123,6 +124,7 @@ class Sidecar:
         self.capture_stats = CaptureStats()
         self.flows = FlowRegistry()
         self.log_file: Path | None = None
+        self.traces: TraceLog | None = None  # recall traces for the inspector (`ui`)
         self._closing = False
         self._opening: asyncio.Task[None] | None = None
         self._handshake_done = False
@@ -143,6 +145,7 @@ class Sidecar:
     async def start(self, loaded: LoadedConfig, agent_dir: Path, cwd: Path) -> None:
         """Open the outbox and the backend the configuration selects (each failure is reported)."""
         self.loaded, self.agent_dir, self.cwd = loaded, agent_dir, cwd
+        self.traces = await open_trace_log(data_dir(agent_dir))
         if loaded.backend_ready and loaded.config.capture.enabled:
             await self._open_delivery()
         if loaded.backend_ready:
@@ -293,6 +296,7 @@ class Sidecar:
             p.prompt,
             self.recall_budget(),
             live_user_timestamps=frozenset(p.live_user_timestamps),
+            recorder=self.traces,
         )
         if outcome.outcome != "skipped":
             self.last_recall = outcome
@@ -443,6 +447,7 @@ class Sidecar:
             "outbox": self._outbox_flow,
             "setup": self._setup_flow,
             "sync-skills": self._sync_skills_flow,
+            "ui": self._inspector_flow,
         }
         make = flows.get(p.name)
         if make is None:
@@ -469,8 +474,15 @@ class Sidecar:
             remove_pending=(lambda ids: delivery.remove_pending(ids, backend))
             if delivery is not None
             else None,
+            forgotten=self.traces.scrub_async if self.traces is not None else None,
         )
         return forget_flow(deps, p.args, has_ui=p.has_ui)
+
+    def _inspector_flow(self, p: CommandRunParams) -> Flow:
+        from pi_memory_bridge.commands.inspector_launch import InspectorDeps, inspector_flow
+
+        agent_dir = self.agent_dir or default_agent_dir(self._env)
+        return inspector_flow(InspectorDeps(agent_dir=agent_dir, cwd=self.cwd, env=self._env))
 
     def _sync_skills_flow(self, p: CommandRunParams) -> Flow:
         from pi_memory_bridge.skills import SyncDeps, sync_skills_flow

@@ -86,9 +86,13 @@ class CaptureDelivery:
             for entry in await asyncio.to_thread(self.outbox.list_entries, state, 1000):
                 if entry.turn is None:
                     continue
-                text = f"user: {entry.turn.user_text} / assistant: {entry.turn.assistant_text}"
+                turn = entry.turn
+                cand = ForgetCandidate.for_turn(
+                    entry.id, turn.user_text, turn.assistant_text, entry.created_at, layer="outbox"
+                )
+                text = cand.text
                 if needle in text.casefold() or (terms and overlap_score(terms, text) >= 0.5):
-                    found.append(ForgetCandidate("outbox", entry.id, entry.created_at, text))
+                    found.append(cand)
         return found
 
     async def remove_pending(self, ids: Sequence[str], backend: MemoryBackend | None) -> DeleteReport:

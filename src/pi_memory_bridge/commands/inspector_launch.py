@@ -37,7 +37,13 @@ class InspectorDeps:
     python: str = sys.executable
 
 
-def launch_detached(deps: InspectorDeps, *, timeout_s: float = START_TIMEOUT_S) -> str:
+@dataclass(frozen=True, slots=True)
+class Started:
+    url: str
+    pid: int
+
+
+def launch_detached(deps: InspectorDeps, *, timeout_s: float = START_TIMEOUT_S) -> Started:
     """Start the inspector and return its address (blocking: run it in a thread)."""
     env = {**deps.env, "PI_CODING_AGENT_DIR": str(deps.agent_dir)}
     argv = [deps.python, "-c", _LAUNCH, "ui", "--no-open", "--idle-minutes", str(IDLE_MINUTES)]
@@ -80,7 +86,7 @@ def launch_detached(deps: InspectorDeps, *, timeout_s: float = START_TIMEOUT_S) 
             f"the inspector did not start (exit code {code}); "
             "run `pi-memory-bridge ui` in a terminal to see why"
         )
-    return url
+    return Started(url, proc.pid)
 
 
 async def inspector_flow(deps: InspectorDeps) -> Flow:
@@ -89,12 +95,12 @@ async def inspector_flow(deps: InspectorDeps) -> Flow:
         yield done(f"Cannot open the memory inspector: {missing}", "warning")
         return
     try:
-        url = await asyncio.to_thread(launch_detached, deps)
+        started = await asyncio.to_thread(launch_detached, deps)
     except InspectorStartError as exc:
         yield done(str(exc), "error")
         return
     yield done(
-        f"Memory inspector: {url}\nOpen it in a browser on this computer. It shows what Pi remembers and "
-        f"why it recalled it; it stops by itself after {IDLE_MINUTES} minutes without use.",
+        f"Memory inspector: {started.url}\nOpen it in a browser on this computer. It shows what Pi "
+        f"remembers and why it recalled it; it stops by itself after {IDLE_MINUTES} minutes without use.",
         "info",
     )

@@ -54,7 +54,8 @@ def _short(text: str, limit: int = 160) -> str:
 
 
 def _score(value: float | None) -> str:
-    return "" if value is None else f"{value:.3f}"
+    # BM25 scores of a small store are tiny; three significant digits keep them comparable
+    return "" if value is None else f"{value:.3g}"
 
 
 def _plural(count: int, word: str, many: str = "") -> str:

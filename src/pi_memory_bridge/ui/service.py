@@ -59,6 +59,7 @@ from pi_memory_bridge.ui.views import (
 log = logging.getLogger(__name__)
 
 SEARCH_LIMIT = 50
+RECENT_MEMORIES = 6
 OUTBOX_LIST_LIMIT = 200
 
 
@@ -72,6 +73,7 @@ class Overview:
     backend_ok: bool
     backend_detail: str
     counts: StoreCounts | None
+    recent: tuple[MemoryRow, ...]  # the newest current memories
     backend_counts: dict[str, int]
     profile: Profile | None
     scenarios: tuple[ScenarioEntry, ...]
@@ -218,9 +220,11 @@ class Inspector:
                 )
             )
         counts = None
+        recent: tuple[MemoryRow, ...] = ()
         if self.store is not None:
             try:
                 counts = await asyncio.to_thread(self.store.counts)
+                recent = (await asyncio.to_thread(self.store.memories, limit=RECENT_MEMORIES)).rows
             except StoreViewError as exc:
                 problems.append(Problem(_plain(exc), "see the log file"))
         outbox, line = await self._outbox_counts(problems)
@@ -238,6 +242,7 @@ class Inspector:
             backend_ok=backend_ok,
             backend_detail=detail,
             counts=counts,
+            recent=recent,
             backend_counts=backend_counts,
             profile=profile,
             scenarios=scenarios,
@@ -303,10 +308,9 @@ class Inspector:
         store = self.store
         if store is not None:
             try:
-                counts = await asyncio.to_thread(store.counts)
                 kinds = await asyncio.to_thread(store.kinds)
-                projects = tuple(p for p, _ in counts.projects)
-                fields = counts.schema
+                projects = await asyncio.to_thread(store.projects)
+                fields = store.l1_fields
             except StoreViewError as exc:
                 problem = _plain(exc)
         can_edit = self.backend is not None and Capability.L1_EDIT in self.backend.capabilities

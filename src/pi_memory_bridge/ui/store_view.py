@@ -254,6 +254,17 @@ class StoreView:
             predecessors=predecessors,
         )
 
+    def projects(self) -> tuple[str, ...]:
+        if "project" not in self._l1:
+            return ()
+        column = self._l1["project"]
+        with self._reading() as conn:
+            rows = conn.execute(
+                f"SELECT DISTINCT {column} FROM atomic WHERE {column} IS NOT NULL AND {column} != '' "
+                "ORDER BY 1 LIMIT 200"
+            ).fetchall()
+        return tuple(str(r[0]) for r in rows)
+
     def kinds(self) -> tuple[str, ...]:
         kind = self._l1.get("kind", "type")
         with self._reading() as conn:

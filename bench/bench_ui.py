@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import os
 import random
 import re
@@ -107,10 +108,17 @@ def main() -> None:
     parser.add_argument("--turns", type=int, default=100_000)
     parser.add_argument("--memories", type=int, default=5_000)
     parser.add_argument("--rounds", type=int, default=40)
+    parser.add_argument("--keep", type=Path, help="build the store here once and reuse it on later runs")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="bench-ui-") as tmp:
-        agent = Path(tmp) / "agent"
-        memory_id, turn_id, session = build(agent, args.turns, args.memories)
+        agent = (args.keep or Path(tmp)) / "agent"
+        ids = agent / "bench-ids.json"
+        if args.keep is not None and ids.exists():
+            memory_id, turn_id, session = json.loads(ids.read_text())
+            print(f"reusing the store in {agent}")
+        else:
+            memory_id, turn_id, session = build(agent, args.turns, args.memories)
+            ids.write_text(json.dumps([memory_id, turn_id, session]))
         proc, url = start_server(agent)
         base = url.split("/?", 1)[0]
         pages = {

@@ -60,6 +60,7 @@ log = logging.getLogger(__name__)
 
 SEARCH_LIMIT = 50
 RECENT_MEMORIES = 6
+SESSION_LIST = 60
 OUTBOX_LIST_LIMIT = 200
 
 
@@ -388,9 +389,9 @@ class Inspector:
         store = self.store
         if store is not None:
             try:
-                sessions = await asyncio.to_thread(store.sessions, limit=100)
+                sessions = await asyncio.to_thread(store.sessions, limit=SESSION_LIST)
                 by_pi: dict[str, list[SessionRow]] = {}
-                for s in sessions.rows:
+                for s in sessions:
                     by_pi.setdefault(s.pi_session_id or s.memory_session_id, []).append(s)
                 groups = [(pi, tuple(rows)) for pi, rows in by_pi.items()]
             except StoreViewError as exc:

@@ -31,6 +31,7 @@ from pi_memory_bridge.ui.views import (
 BUSY_TIMEOUT_S = 2.0
 MAX_PAGE = 200
 MAX_IDS = 500
+SESSION_SCAN = 20_000  # newest turns looked at to find the recent sessions
 
 # view field -> column names a store may use for it, first match wins
 _OPTIONAL_L1: dict[str, tuple[str, ...]] = {
@@ -212,8 +213,8 @@ class StoreView:
         with self._reading() as conn:
             total = int(conn.execute(f"SELECT count(*) FROM atomic {clause}", params).fetchone()[0])
             rows = conn.execute(
-                f"SELECT {self._l1_select()} FROM atomic {clause} ORDER BY updated_at DESC, id DESC "
-                "LIMIT ? OFFSET ?",
+                # newest first by insertion (rowid): no sort, where updated_at would sort every row
+                f"SELECT {self._l1_select()} FROM atomic {clause} ORDER BY id DESC LIMIT ? OFFSET ?",
                 [*params, limit, max(0, offset)],
             ).fetchall()
         return Page(tuple(self._memory(r) for r in rows), max(0, offset), limit, total)
@@ -291,32 +292,34 @@ class StoreView:
             else _TURN_COLUMNS.replace("tools_json", "'[]'")
         )
 
-    def sessions(self, *, offset: int = 0, limit: int = 50) -> Page[SessionRow]:
-        """Memory sessions (one per Pi session and branch), the most recently active first."""
+    def sessions(self, *, limit: int = 50) -> tuple[SessionRow, ...]:
+        """The most recently active memory sessions (one per Pi session and branch).
+
+        Found by walking the newest turns (rowid order, no sort) until `limit` sessions are seen,
+        then each session's count and span from the (memory_session_id, created_at) index: a
+        GROUP BY over every turn costs ~100 ms at 100k turns, this a few.
+        """
         limit = max(1, min(limit, MAX_PAGE))
+        seen: dict[str, str] = {}
         with self._reading() as conn:
-            # the (memory_session_id, created_at) index answers this without reading the rows
-            groups = conn.execute(
-                "SELECT memory_session_id, count(*), min(created_at), max(created_at) FROM turns "
-                "GROUP BY memory_session_id ORDER BY max(created_at) DESC LIMIT ? OFFSET ?",
-                (limit, max(0, offset)),
-            ).fetchall()
-            total = int(
-                conn.execute(
-                    "SELECT count(*) FROM (SELECT DISTINCT memory_session_id FROM turns)"
-                ).fetchone()[0]
+            cursor = conn.execute(
+                "SELECT memory_session_id, pi_session_id FROM turns ORDER BY id DESC LIMIT ?", (SESSION_SCAN,)
             )
+            for session, pi in cursor:
+                if session not in seen:
+                    seen[str(session)] = str(pi or "")
+                    if len(seen) >= limit:
+                        break
+            cursor.close()
             rows = []
-            for session, count, first, last in groups:
-                pi = conn.execute(
-                    "SELECT pi_session_id FROM turns WHERE memory_session_id = ? LIMIT 1", (session,)
+            for session, pi in seen.items():
+                count, first, last = conn.execute(
+                    "SELECT count(*), min(created_at), max(created_at) FROM turns "
+                    "WHERE memory_session_id = ?",
+                    (session,),
                 ).fetchone()
-                rows.append(
-                    SessionRow(
-                        str(session), str(pi[0] or "") if pi else "", int(count), _when(first), _when(last)
-                    )
-                )
-        return Page(tuple(rows), max(0, offset), limit, total)
+                rows.append(SessionRow(session, pi, int(count), _when(first), _when(last)))
+        return tuple(rows)
 
     def turns(self, *, session: str | None = None, offset: int = 0, limit: int = 50) -> Page[TurnRow]:
         limit = max(1, min(limit, MAX_PAGE))

@@ -284,3 +284,119 @@ def test_search_finds_a_memory_by_other_words(pi_env: PiEnv, fake_model: FakeMod
         page.context.close()
         rpc.close()
         _stop_inspector_left_running(pi_env, url.split("/?", 1)[0])
+
+
+def _lived_in_store(agent_dir: Path) -> tuple[str, str]:
+    """A store as weeks of use leave it: notes, a profile, a superseded memory with its source turn,
+    learning jobs, rejected outbox records (the newer L1 columns added as the learning step does)."""
+    import asyncio
+    from datetime import UTC, datetime
+
+    from pi_memory_bridge.backends.base import ConversationTurn
+    from pi_memory_bridge.backends.local import LocalBackend
+    from pi_memory_bridge.outbox import Outbox
+
+    data = agent_dir / "memory-bridge"
+    t0 = datetime(2026, 3, 2, 10, 0, tzinfo=UTC)
+
+    async def fill() -> tuple[str, str]:
+        backend = LocalBackend(data)
+        old = await backend.save_atomic("We use MySQL 5.7 for the orders service", "fact", "learning")
+        new = await backend.save_atomic("The orders service moved to PostgreSQL 16", "fact", "learning")
+        await backend.save_atomic("Prefers table-driven tests in Go", "preference", "user")
+        await backend.save_atomic("Never deploy on Fridays", "constraint", "user")
+        await backend.add_turns(
+            [ConversationTurn("t-move", "pi-s1-main", "we moved orders to PostgreSQL 16", "noted", t0, "s1")]
+        )
+        backend.write_scenario("orders/runbook.md", "# Orders runbook\nsummary: deploys, rollbacks\n")
+        backend.write_profile("Backend engineer: Go and Postgres. Short answers, no emojis.\n")
+        await backend.close()
+        return old.id, new.id
+
+    # sync Playwright keeps an event loop on this thread: run the store's async API on another
+    done: list[tuple[str, str]] = []
+    worker = threading.Thread(target=lambda: done.append(asyncio.run(fill())))
+    worker.start()
+    worker.join()
+    old, new = done[0]
+    with sqlite3.connect(data / "memory.sqlite3") as conn:
+        for column in ("valid_until TEXT", "superseded_by TEXT", "source_turn_ids TEXT", "project TEXT"):
+            conn.execute(f"ALTER TABLE atomic ADD COLUMN {column}")
+        conn.execute(
+            "UPDATE atomic SET valid_until = ?, superseded_by = ?, project = 'orders' WHERE memory_id = ?",
+            (t0.isoformat(), new, old),
+        )
+        conn.execute(
+            "UPDATE atomic SET source_turn_ids = '[\"t-move\"]', project = 'orders' WHERE memory_id = ?",
+            (new,),
+        )
+        conn.execute(
+            "CREATE TABLE learning_jobs (id INTEGER PRIMARY KEY, started_at TEXT, status TEXT, "
+            "added INTEGER, skipped INTEGER, superseded INTEGER)"
+        )
+        conn.execute("INSERT INTO learning_jobs VALUES (1, ?, 'done', 2, 1, 1)", (t0.isoformat(),))
+    with Outbox.open(data) as box:
+        box.enqueue(
+            [
+                ConversationTurn(f"rec-{i}", "pi-s2-main", f"question {i} about billing", "ok", t0)
+                for i in range(3)
+            ]
+        )
+        for _ in range(3):
+            claim = box.claim(limit=1, ignore_backoff=True)
+            assert claim is not None
+            box.reject(claim, "HTTP 400: message too long", max_rejections=3, delay_s=0)
+    return old, new
+
+
+def test_the_pages_of_a_lived_in_store(tmp_path: Path, browser: Browser) -> None:
+    import os
+    import subprocess
+    import sys
+
+    agent = tmp_path / "agent"
+    old, new = _lived_in_store(agent)
+    env = {**os.environ, "PI_CODING_AGENT_DIR": str(agent), "HOME": str(tmp_path)}
+    cli = "import sys; from pi_memory_bridge.cli import main; sys.exit(main())"
+    proc = subprocess.Popen(
+        [sys.executable, "-c", cli, "ui", "--no-open"], env=env, stdout=subprocess.PIPE, text=True
+    )
+    try:
+        assert proc.stdout is not None
+        url = proc.stdout.readline().strip()
+        base = url.split("/?", 1)[0]
+        shots = Shots("lived-in")
+        page = browser.new_context(viewport=DESKTOP).new_page()
+        page.goto(url)
+        assert "Backend engineer: Go and Postgres" in page.inner_text("main")
+        shots.take(page, "overview")
+        page.goto(f"{base}/memories?all=1")
+        assert "superseded" in page.inner_text("table.list")
+        shots.take(page, "memories-all")
+        page.goto(f"{base}/memories/{old}")
+        assert "Replaced by" in page.inner_text("main")
+        shots.take(page, "memory-superseded")
+        page.goto(f"{base}/memories/{new}")
+        assert "Learned from" in page.inner_text("main")
+        shots.take(page, "memory-learned")
+        page.goto(f"{base}/learning")
+        assert "done" in page.inner_text("table.list")
+        shots.take(page, "learning")
+        page.goto(f"{base}/outbox?state=dead")
+        assert "message too long" in page.inner_text("table.list")
+        shots.take(page, "outbox-dead")
+        page.click("text=Purge all rejected and unreadable")
+        assert "Purge every rejected and unreadable record?" in page.inner_text("main")
+        shots.take(page, "confirm-purge")
+        page.click("button:has-text('Purge')")
+        assert "purged 1 record(s)" in page.inner_text("ul.report-lines")
+        page.goto(f"{base}/notes")
+        shots.take(page, "notes")
+        page.goto(f"{base}/notes/edit?path=orders/runbook.md")
+        shots.take(page, "note")
+        page.goto(f"{base}/profile")
+        shots.take(page, "profile")
+        page.context.close()
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)

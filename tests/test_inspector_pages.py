@@ -159,7 +159,7 @@ async def test_trace_detail_names_given_and_left_out_items(client: httpx.AsyncCl
     trace_id = re.search(r'href="/traces/(\d+)"', html)
     assert trace_id
     detail = (await client.get(f"/traces/{trace_id.group(1)}")).text
-    assert "Given to the model" in detail and "prefers Go" in detail and ">1.5<" in detail
+    assert "Given to the model" in detail and "prefers Go" in detail and ">1.50<" in detail
     assert "left out: already in this conversation" in detail and 'href="/conversation/turn-a"' in detail
 
 

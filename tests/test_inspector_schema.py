@@ -136,4 +136,4 @@ async def test_the_pages_show_the_newer_fields(
     )
     assert "Replaces" in new_page
     jobs = (await client.get("/learning")).text
-    assert "started_at" in jobs and "done" in jobs and "/tdai-memory-undo" in jobs
+    assert "started at" in jobs and "done" in jobs and "/tdai-memory-undo" in jobs

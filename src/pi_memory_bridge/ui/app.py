@@ -40,6 +40,13 @@ NAV = (
     ("/outbox", "Outbox"),
 )
 Handler = Callable[[Request], Awaitable[Response]]
+# outbox record states as a person reads them
+STATE_WORDS = {
+    "pending": "waiting",
+    "in_flight": "being delivered",
+    "dead": "rejected",
+    "quarantined": "unreadable",
+}
 
 
 def _when(value: datetime | None) -> str:
@@ -48,14 +55,26 @@ def _when(value: datetime | None) -> str:
     return value.astimezone().strftime("%Y-%m-%d %H:%M")
 
 
+def _stamp(value: str) -> str:
+    """A raw stored value: an ISO timestamp shown like every other time, anything else as is."""
+    if len(value) >= 10 and value[4:5] == "-" and value[7:8] == "-":
+        try:
+            return _when(datetime.fromisoformat(value))
+        except ValueError:
+            pass
+    return value
+
+
 def _short(text: str, limit: int = 160) -> str:
     flat = " ".join(str(text).split())
     return flat if len(flat) <= limit else flat[: limit - 1] + "…"
 
 
 def _score(value: float | None) -> str:
-    # BM25 scores of a small store are tiny; three significant digits keep them comparable
-    return "" if value is None else f"{value:.3g}"
+    # keyword scores of a small store are tiny (a word in every memory counts for little)
+    if value is None:
+        return ""
+    return f"{value:.2f}" if abs(value) >= 0.01 else "<0.01"
 
 
 def _plural(count: int, word: str, many: str = "") -> str:
@@ -70,7 +89,8 @@ def templates() -> Environment:
         trim_blocks=True,
         lstrip_blocks=True,
     )
-    env.filters.update(when=_when, short=_short, score=_score, plural=_plural)
+    env.filters.update(when=_when, short=_short, score=_score, plural=_plural, stamp=_stamp)
+    env.globals.update(state_words=STATE_WORDS)
     env.globals.update(nav=NAV, version=__version__, fate_words=FATE_WORDS)
     return env
 
@@ -321,6 +341,7 @@ class Pages:
             if self.inspector.delivery is None:
                 return self.report(request, "Purge", ["FAILED  the outbox is unavailable"], "/outbox", "Back")
             targets, what = await self.inspector.purge_preview(ALL if everything else ids)
+            what = "every rejected and unreadable record" if everything else what
             count = len(targets) if isinstance(targets, list) else None
             if count == 0:
                 return self.report(

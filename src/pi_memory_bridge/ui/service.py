@@ -563,9 +563,9 @@ class Inspector:
         counts, line = await self._outbox_counts(problems)
         chosen = RecordState(state) if state in {s.value for s in RecordState} else None
         entries = await self.outbox_entries(chosen) if self.delivery is not None else []
-        return OutboxPage(
-            counts, line, chosen.value if chosen else "", tuple(entries), "; ".join(p.what for p in problems)
-        )
+        # the page itself shows the counts; only say what keeps it from showing them
+        problem = "" if counts is not None else "; ".join(p.what for p in problems)
+        return OutboxPage(counts, line, chosen.value if chosen else "", tuple(entries), problem)
 
     async def requeue(self, ids: Sequence[str] | AllRecords) -> str:
         if self.delivery is None:

@@ -147,13 +147,28 @@ async def test_forgetting_an_item_scrubs_it_from_every_trace(local: LocalBackend
     log.write(_trace(1, saved.id, "my locker code is quetzalcoatl7781"))
     log.write(_trace(2, "at-other", "an unrelated memory"))
     assert b"quetzalcoatl7781" in _file_bytes(log)
-    deps = ForgetDeps(backend=local, backend_problem="", forgotten=log.scrub_async)
+    deps = ForgetDeps(backend=local, backend_problem="", forgotten=log.scrub_forgotten)
     cand = ForgetCandidate.for_memory(saved.id, "fact", "my locker code is quetzalcoatl7781", None)
     lines = await delete_candidates(deps, [cand])
     assert len(lines) == 1 and lines[0].startswith("deleted")
     texts = {i.source_id: i.text for s in log.recent() for i in s.trace.items}
     assert texts == {saved.id: FORGOTTEN, "at-other": "an unrelated memory"}
     assert b"quetzalcoatl7781" not in _file_bytes(log)
+
+
+async def test_forgetting_a_turn_scrubs_the_prompt_it_was(local: LocalBackend, log: TraceLog) -> None:
+    said = "  the door code for the lab is 48151623  "
+    stamp = datetime(2026, 5, 1, tzinfo=UTC)
+    await local.add_turns([ConversationTurn("turn-door", "s1", said.strip(), "noted", stamp, "pi")])
+    await recall(local, said, RecallBudget(), recorder=log)  # the prompt's own trace
+    await log.drain()
+    log.write(_trace(9, "at-x", "something else"))
+    assert b"48151623" in _file_bytes(log)
+    deps = ForgetDeps(backend=local, backend_problem="", forgotten=log.scrub_forgotten)
+    cand = ForgetCandidate.for_turn("turn-door", said.strip(), "noted", stamp)
+    assert (await delete_candidates(deps, [cand]))[0].startswith("deleted")
+    assert sorted(s.trace.prompt for s in log.recent()) == [FORGOTTEN, "prompt 9"]
+    assert b"48151623" not in _file_bytes(log)
 
 
 async def test_the_sidecar_records_a_trace_per_prompt(tmp_path: Path) -> None:

@@ -474,7 +474,7 @@ class Sidecar:
             remove_pending=(lambda ids: delivery.remove_pending(ids, backend))
             if delivery is not None
             else None,
-            forgotten=self.traces.scrub_async if self.traces is not None else None,
+            forgotten=self.traces.scrub_forgotten if self.traces is not None else None,
         )
         return forget_flow(deps, p.args, has_ui=p.has_ui)
 

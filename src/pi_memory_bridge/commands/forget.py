@@ -29,6 +29,7 @@ class ForgetCandidate:
     id: str
     when: datetime | None
     text: str
+    prompt: str = ""  # a turn's user text: what a recall trace may have kept of it
 
     @classmethod
     def for_memory(cls, memory_id: str, kind: str, content: str, when: datetime | None) -> ForgetCandidate:
@@ -38,7 +39,7 @@ class ForgetCandidate:
     def for_turn(
         cls, turn_id: str, user: str, assistant: str, when: datetime | None, *, layer: str = "L0"
     ) -> ForgetCandidate:
-        return cls(layer, turn_id, when, f"user: {user} / assistant: {assistant}")
+        return cls(layer, turn_id, when, f"user: {user} / assistant: {assistant}", prompt=user)
 
     def preview(self) -> str:
         clean = " ".join(redact_text(self.text).text.split())
@@ -49,7 +50,7 @@ class ForgetCandidate:
 
 PendingSearch = Callable[[str], Awaitable[list[ForgetCandidate]]]
 PendingRemove = Callable[[Sequence[str]], Awaitable[DeleteReport]]
-Forgotten = Callable[[Sequence[str]], Awaitable[None]]
+Forgotten = Callable[[Sequence["ForgetCandidate"]], Awaitable[None]]
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,7 +59,7 @@ class ForgetDeps:
     backend_problem: str
     search_pending: PendingSearch | None = None
     remove_pending: PendingRemove | None = None
-    # told the ids that are gone, so copies kept elsewhere (recall traces) go too
+    # told what is gone, so copies kept elsewhere (recall traces) go too
     forgotten: Forgotten | None = None
 
 
@@ -154,7 +155,7 @@ async def delete_candidates(deps: ForgetDeps, chosen: Sequence[ForgetCandidate])
     """Delete the chosen items (the user confirmed): one report line per item, `deleted ...` or
     `FAILED  ...: reason`. Shared by every place that forgets (Pi, the terminal, the inspector)."""
     by_layer: dict[str, list[ForgetCandidate]] = {}
-    gone: list[str] = []
+    gone: list[ForgetCandidate] = []
     for cand in chosen:
         by_layer.setdefault(cand.layer, []).append(cand)
     lines: list[str] = []
@@ -178,7 +179,7 @@ async def delete_candidates(deps: ForgetDeps, chosen: Sequence[ForgetCandidate])
                 lines.append(f"FAILED  {cand.preview()}: {redact_text(failed[cand.id]).text}")
             elif cand.id in report.deleted:
                 lines.append(f"deleted {cand.preview()}")
-                gone.append(cand.id)
+                gone.append(cand)
             else:
                 lines.append(f"FAILED  {cand.preview()}: the store did not confirm the delete")
     if gone and deps.forgotten is not None:

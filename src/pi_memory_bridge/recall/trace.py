@@ -93,6 +93,11 @@ def _item(item: RecallItem, fate: TraceFate, detail: str) -> TraceItem:
     )
 
 
+def clip_prompt(prompt: str) -> str:
+    """The prompt as a trace keeps it: stripped, clipped, redacted."""
+    return str(redact_text(prompt.strip()[:PROMPT_CHARS]).text)
+
+
 def build_trace(
     *,
     prompt: str,
@@ -111,7 +116,7 @@ def build_trace(
     items.sort(key=lambda i: order[i.fate])
     return RecallTrace(
         at=datetime.now(UTC),
-        prompt=redact_text(prompt.strip()[:PROMPT_CHARS]).text,
+        prompt=clip_prompt(prompt),
         outcome=outcome,
         elapsed_ms=round(elapsed_ms, 2),
         chars=chars,

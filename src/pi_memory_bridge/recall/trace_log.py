@@ -17,10 +17,14 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from pydantic import ValidationError
 
-from pi_memory_bridge.recall.trace import RecallTrace, TraceItem
+if TYPE_CHECKING:
+    from pi_memory_bridge.commands.forget import ForgetCandidate
+
+from pi_memory_bridge.recall.trace import RecallTrace, TraceItem, clip_prompt
 
 log = logging.getLogger(__name__)
 
@@ -136,19 +140,25 @@ class TraceLog:
 
     # --- forgetting -----------------------------------------------------------------------------
 
-    def scrub(self, source_ids: Sequence[str]) -> int:
-        """Blank the text of every traced item that came from one of `source_ids` (it was forgotten)."""
+    def scrub(self, source_ids: Sequence[str], prompts: Sequence[str] = ()) -> int:
+        """Blank what the traces kept of forgotten things: the text of every item that came from
+        one of `source_ids`, and the prompt of every trace whose prompt was one of `prompts`
+        (the user text of a forgotten turn)."""
         wanted = {i for i in source_ids if i}
-        if not wanted:
+        said = {clip_prompt(p) for p in prompts if p.strip()}
+        if not wanted and not said:
             return 0
         changed = 0
         with self._locked("scrubbing the recall traces in") as conn:
             conn.execute("BEGIN IMMEDIATE")
             for stored in self._parse(conn.execute("SELECT id, body FROM traces").fetchall()):
-                if not any(i.source_id in wanted for i in stored.trace.items):
+                trace = stored.trace
+                hit_items = any(i.source_id in wanted for i in trace.items)
+                if not hit_items and trace.prompt not in said:
                     continue
-                items = [_scrubbed(i) if i.source_id in wanted else i for i in stored.trace.items]
-                body = stored.trace.model_copy(update={"items": items}).model_dump_json()
+                items = [_scrubbed(i) if i.source_id in wanted else i for i in trace.items]
+                prompt = FORGOTTEN if trace.prompt in said else trace.prompt
+                body = trace.model_copy(update={"items": items, "prompt": prompt}).model_dump_json()
                 conn.execute("UPDATE traces SET body = ? WHERE id = ?", (body, stored.id))
                 changed += 1
             conn.execute("COMMIT")
@@ -162,10 +172,12 @@ class TraceLog:
             conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
         return int(gone)
 
-    async def scrub_async(self, source_ids: Sequence[str]) -> None:
+    async def scrub_forgotten(self, forgotten: Sequence[ForgetCandidate]) -> None:
         """`scrub` off the event loop, as forget's `forgotten` hook; a failure is the caller's to report."""
+        ids = [c.id for c in forgotten]
+        prompts = [c.prompt for c in forgotten if c.prompt]
         try:
-            await asyncio.to_thread(self.scrub, list(source_ids))
+            await asyncio.to_thread(self.scrub, ids, prompts)
         except TraceLogError as exc:
             raise OSError(str(exc)) from exc
 

@@ -194,7 +194,7 @@ class Inspector:
             remove_pending=(lambda ids: delivery.remove_pending(ids, backend))
             if delivery is not None
             else None,
-            forgotten=self.traces.scrub_async if self.traces is not None else None,
+            forgotten=self.traces.scrub_forgotten if self.traces is not None else None,
         )
 
     # --- overview -------------------------------------------------------------------------------

@@ -63,6 +63,9 @@ class TraceLog:
             )
             self._conn.execute("PRAGMA journal_mode = WAL").fetchone()
             self._conn.execute("PRAGMA secure_delete = ON")
+            # diagnostics, not memory: losing the last traces in a power cut is fine, an fsync
+            # per prompt is not worth it (WAL stays consistent either way)
+            self._conn.execute("PRAGMA synchronous = NORMAL")
             self._conn.execute(_SCHEMA)
         except (OSError, sqlite3.Error) as exc:
             raise TraceLogError(f"cannot open the recall traces {path}: {exc}") from exc

@@ -319,22 +319,32 @@ def _lived_in_store(agent_dir: Path) -> tuple[str, str]:
     worker.start()
     worker.join()
     old, new = done[0]
-    with sqlite3.connect(data / "memory.sqlite3") as conn:
-        for column in ("valid_until TEXT", "superseded_by TEXT", "source_turn_ids TEXT", "project TEXT"):
+    with sqlite3.connect(data / "memory.sqlite3") as conn:  # the learning step's schema v3, by name
+        for column in ("origin TEXT", "source_turn_ids TEXT", "observed_at TEXT", "valid_to TEXT"):
             conn.execute(f"ALTER TABLE atomic ADD COLUMN {column}")
+        for column in ("superseded_by TEXT", "project TEXT", "job_id TEXT"):
+            conn.execute(f"ALTER TABLE atomic ADD COLUMN {column}")
+        conn.execute("UPDATE atomic SET origin = 'user', observed_at = created_at")
         conn.execute(
-            "UPDATE atomic SET valid_until = ?, superseded_by = ?, project = 'orders' WHERE memory_id = ?",
+            "UPDATE atomic SET valid_to = ?, superseded_by = ?, project = 'orders', origin = 'learned' "
+            "WHERE memory_id = ?",
             (t0.isoformat(), new, old),
         )
         conn.execute(
-            "UPDATE atomic SET source_turn_ids = '[\"t-move\"]', project = 'orders' WHERE memory_id = ?",
-            (new,),
+            "UPDATE atomic SET source_turn_ids = ?, project = 'orders', origin = 'learned', "
+            "job_id = 'job-7f3a' WHERE memory_id = ?",
+            ('["t-move"]', new),
         )
         conn.execute(
-            "CREATE TABLE learning_jobs (id INTEGER PRIMARY KEY, started_at TEXT, status TEXT, "
-            "added INTEGER, skipped INTEGER, superseded INTEGER)"
+            "CREATE TABLE learning_jobs (job_id TEXT PRIMARY KEY, created_at TEXT NOT NULL, state TEXT, "
+            "reason TEXT, model TEXT, turns INT, added INT, skipped INT, superseded INT, merged INT, "
+            "proposed INT, undone_at TEXT) WITHOUT ROWID"
         )
-        conn.execute("INSERT INTO learning_jobs VALUES (1, ?, 'done', 2, 1, 1)", (t0.isoformat(),))
+        conn.execute(
+            "INSERT INTO learning_jobs VALUES "
+            "('job-7f3a', ?, 'applied', '', 'fake/model', 4, 1, 2, 1, 0, 0, NULL)",
+            (t0.isoformat(),),
+        )
     with Outbox.open(data) as box:
         box.enqueue(
             [
@@ -380,7 +390,7 @@ def test_the_pages_of_a_lived_in_store(tmp_path: Path, browser: Browser) -> None
         assert "Learned from" in page.inner_text("main")
         shots.take(page, "memory-learned")
         page.goto(f"{base}/learning")
-        assert "done" in page.inner_text("table.list")
+        assert "applied" in page.inner_text("table.list")
         shots.take(page, "learning")
         page.goto(f"{base}/outbox?state=dead")
         assert "message too long" in page.inner_text("table.list")

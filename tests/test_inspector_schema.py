@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 import json
 import sqlite3
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -35,8 +35,8 @@ async def _seed(data: Path) -> tuple[str, str]:
     return old.id, new.id
 
 
-def _learning_schema(db: Path, old: str, new: str) -> None:
-    """What the learning step adds, roughly: validity, a successor link, source turns, a project, jobs."""
+def _other_names(db: Path, old: str, new: str) -> None:
+    """Plausible other names for the same fields (valid_until, status, a jobs table keyed by rowid)."""
     with sqlite3.connect(db) as conn:
         for column in ("valid_until TEXT", "superseded_by TEXT", "source_turn_ids TEXT", "project TEXT"):
             conn.execute(f"ALTER TABLE atomic ADD COLUMN {column}")
@@ -46,14 +46,53 @@ def _learning_schema(db: Path, old: str, new: str) -> None:
         )
         conn.execute(
             "UPDATE atomic SET source_turn_ids = ?, project = 'orders' WHERE memory_id = ?",
+            ("t-said, t-forgotten", new),
+        )
+        conn.execute(
+            "CREATE TABLE learning_jobs (id INTEGER PRIMARY KEY, started_at TEXT, state TEXT, superseded INT)"
+        )
+        conn.execute(
+            "INSERT INTO learning_jobs (started_at, state, superseded) VALUES (?, 'applied', 1)",
+            (T0.isoformat(),),
+        )
+
+
+def _learning_v3(db: Path, old: str, new: str) -> None:
+    """The learning step's schema v3, by its names (origin, observed_at, valid_to, job_id, its jobs table)."""
+    with sqlite3.connect(db) as conn:
+        for column in (
+            "origin TEXT",
+            "source_turn_ids TEXT NOT NULL DEFAULT '[]'",
+            "observed_at TEXT",
+            "valid_to TEXT",
+            "superseded_by TEXT",
+            "project TEXT",
+            "job_id TEXT",
+        ):
+            conn.execute(f"ALTER TABLE atomic ADD COLUMN {column}")
+        conn.execute("UPDATE atomic SET origin = 'learned', observed_at = created_at, job_id = 'job-1'")
+        conn.execute(
+            "UPDATE atomic SET valid_to = ?, superseded_by = ?, project = 'orders' WHERE memory_id = ?",
+            (T0.isoformat(), new, old),
+        )
+        conn.execute(
+            "UPDATE atomic SET source_turn_ids = ?, project = 'orders' WHERE memory_id = ?",
             (json.dumps(["t-said", "t-forgotten"]), new),
         )
         conn.execute(
-            "CREATE TABLE learning_jobs (id INTEGER PRIMARY KEY, started_at TEXT, status TEXT, added INT)"
+            "CREATE TABLE learning_jobs (job_id TEXT PRIMARY KEY, created_at TEXT NOT NULL, state TEXT, "
+            "reason TEXT, model TEXT, input_tokens INT, output_tokens INT, turns INT, added INT, "
+            "skipped INT, superseded INT, merged INT, proposed INT, undone_at TEXT) WITHOUT ROWID"
         )
         conn.execute(
-            "INSERT INTO learning_jobs (started_at, status, added) VALUES (?, 'done', 1)", (T0.isoformat(),)
+            "INSERT INTO learning_jobs VALUES "
+            "('job-1', ?, 'applied', '', 'fake/model', 900, 80, 3, 1, 0, 1, 0, 0, NULL)",
+            (T0.isoformat(),),
         )
+
+
+NEWER = pytest.mark.parametrize("newer", [_learning_v3, _other_names], ids=["learning-v3", "other-names"])
+Newer = Callable[[Path, str, str], None]
 
 
 @pytest.fixture
@@ -76,10 +115,13 @@ async def test_the_old_schema_has_no_optional_fields(agent: tuple[Path, str, str
         view.close()
 
 
-async def test_the_newer_schema_shows_validity_links_sources_and_jobs(agent: tuple[Path, str, str]) -> None:
+@NEWER
+async def test_the_newer_schema_shows_validity_links_sources_and_jobs(
+    agent: tuple[Path, str, str], newer: Newer
+) -> None:
     root, old, new = agent
     db = root / "memory-bridge" / "memory.sqlite3"
-    await asyncio.to_thread(_learning_schema, db, old, new)
+    await asyncio.to_thread(newer, db, old, new)
     view = StoreView(db)
     try:
         assert {"valid_until", "superseded_by", "source_turn_ids", "project"} <= view.l1_fields
@@ -95,7 +137,9 @@ async def test_the_newer_schema_shows_validity_links_sources_and_jobs(agent: tup
         assert [t.turn_id for t in new_detail.source_turns] == ["t-said"]
         assert new_detail.missing_turn_ids == ("t-forgotten",)
         jobs = view.learning()
-        assert jobs.present and jobs.jobs[0].get("status") == "done"
+        assert (
+            jobs.present and jobs.jobs[0].get("state") == "applied" and jobs.jobs[0].get("superseded") == "1"
+        )
     finally:
         view.close()
 
@@ -103,7 +147,7 @@ async def test_the_newer_schema_shows_validity_links_sources_and_jobs(agent: tup
 @pytest.fixture
 async def client(agent: tuple[Path, str, str]) -> AsyncIterator[httpx.AsyncClient]:
     root, old, new = agent
-    await asyncio.to_thread(_learning_schema, root / "memory-bridge" / "memory.sqlite3", old, new)
+    await asyncio.to_thread(_learning_v3, root / "memory-bridge" / "memory.sqlite3", old, new)
     insp = await Inspector.open(
         root, root.parent, {"PI_CODING_AGENT_DIR": str(root), "HOME": str(root.parent)}
     )
@@ -136,4 +180,5 @@ async def test_the_pages_show_the_newer_fields(
     )
     assert "Replaces" in new_page
     jobs = (await client.get("/learning")).text
-    assert "started at" in jobs and "done" in jobs and "/tdai-memory-undo" in jobs
+    assert "created at" in jobs and "applied" in jobs and "superseded" in jobs and "/tdai-memory-undo" in jobs
+    assert "learned from your conversations" in new_page and "Learning job" in new_page

@@ -42,9 +42,17 @@ _OPTIONAL_L1: dict[str, tuple[str, ...]] = {
     "status": ("status", "state"),
     "superseded_by": ("superseded_by", "successor_id", "replaced_by"),
     "source_turn_ids": ("source_turn_ids", "source_turns", "turn_ids"),
+    "origin": ("origin",),
+    "job_id": ("job_id",),
 }
 _JOB_TABLES = ("learning_jobs", "consolidation_jobs", "jobs")
-_JOB_ORDER = ("id", "job_id", "rowid")
+_JOB_ORDER = ("created_at", "started_at", "id", "job_id")
+# the columns of a job worth a glance, in this order, when the table has them
+_JOB_COLUMNS = (
+    "created_at", "started_at", "state", "status", "added", "skipped", "superseded", "merged",
+    "proposed", "turns", "model", "reason", "undone_at", "job_id", "id",
+)  # fmt: skip
+JOB_SHOWN = 9
 JOB_LIMIT = 20
 _TURN_COLUMNS = "turn_id, memory_session_id, pi_session_id, user_text, assistant_text, created_at, tools_json"
 
@@ -144,6 +152,8 @@ class StoreView:
             status=str(extra["status"]) if extra.get("status") else None,
             superseded_by=str(extra["superseded_by"]) if extra.get("superseded_by") else None,
             source_turn_ids=_ids(extra.get("source_turn_ids")),
+            origin=str(extra["origin"]) if extra.get("origin") else None,
+            job_id=str(extra["job_id"]) if extra.get("job_id") else None,
         )
 
     def _active_clause(self) -> str:
@@ -363,7 +373,11 @@ class StoreView:
                 return Learning(present=False)
             columns = [str(r[1]) for r in conn.execute(f"PRAGMA table_info({table})")]
             order = next((c for c in _JOB_ORDER if c in columns), "rowid")
-            cursor = conn.execute(f"SELECT * FROM {table} ORDER BY {order} DESC LIMIT ?", (JOB_LIMIT,))
+            known = [c for c in _JOB_COLUMNS if c in columns]
+            shown = (known or columns)[:JOB_SHOWN]
+            cursor = conn.execute(
+                f"SELECT {', '.join(shown)} FROM {table} ORDER BY {order} DESC LIMIT ?", (JOB_LIMIT,)
+            )
             names = [d[0] for d in cursor.description]
             jobs = tuple(
                 Record(tuple((n, "" if v is None else str(v)) for n, v in zip(names, row, strict=True)))

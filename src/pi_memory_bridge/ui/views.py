@@ -28,6 +28,8 @@ class MemoryRow:
     status: str | None = None  # e.g. "active" / "superseded", when the store records one
     superseded_by: str | None = None
     source_turn_ids: tuple[str, ...] = ()
+    origin: str | None = None  # "user", "model-tool" or "learned", when the store records it
+    job_id: str | None = None  # the learning job that wrote it
     score: float | None = None  # set on search results
 
     @property
@@ -37,8 +39,14 @@ class MemoryRow:
         return self.valid_until is None and not self.superseded_by
 
     @property
-    def by_hand(self) -> bool:
-        return self.source in ("user", "model")
+    def saved_by(self) -> str:
+        """Who put it there, in words."""
+        who = self.origin or {"user": "user", "model": "model-tool"}.get(self.source, self.source)
+        return {
+            "user": "you",
+            "model-tool": "Pi (asked to remember)",
+            "learned": "learned from your conversations",
+        }.get(who, who or "unknown")
 
 
 @dataclass(frozen=True, slots=True)

@@ -11,7 +11,7 @@ from harness import PiEnv, ScriptedDialogs
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 from pi_memory_bridge.commands.flows import Answer, FlowRegistry
-from pi_memory_bridge.protocol import CommandStep
+from pi_memory_bridge.sidecar.protocol import CommandStep
 from pi_memory_bridge.skills import SyncDeps, sync_skills_flow
 from pi_memory_bridge.skills._flow import ALL, KEEP_BOTH
 from skill_fake import FakeSkillClient, skill_md, source_with

@@ -5,8 +5,8 @@ from __future__ import annotations
 import json
 from datetime import UTC, datetime
 
-from pi_memory_bridge.capture import MAX_TOOL_RESULT_CHARS, MAX_TURN_TEXT_CHARS, prepare_capture
-from pi_memory_bridge.identity import BranchIdentity
+from pi_memory_bridge.capture.identity import BranchIdentity
+from pi_memory_bridge.capture.prepare import MAX_TOOL_RESULT_CHARS, MAX_TURN_TEXT_CHARS, prepare_capture
 
 IDENT = BranchIdentity("sess-1", "main")
 NOW = datetime(2026, 11, 29, tzinfo=UTC)

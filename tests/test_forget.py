@@ -7,8 +7,9 @@ from collections.abc import Sequence
 from fake_backend import FakeBackend, mem, turn
 from pi_memory_bridge.backends.base import BackendUnavailable, DeleteReport
 from pi_memory_bridge.commands.flows import FlowRegistry
-from pi_memory_bridge.commands.forget import ALL, CANCEL, CHOOSE, ForgetCandidate, ForgetDeps, forget_flow
-from pi_memory_bridge.protocol import CommandStep
+from pi_memory_bridge.commands.forget import ALL, CANCEL, CHOOSE, ForgetDeps, forget_flow
+from pi_memory_bridge.outbox.delivery import PendingMatch
+from pi_memory_bridge.sidecar.protocol import CommandStep
 
 SECRET = "ghp_" + "a1B2c3D4e5F6g7H8i9J0k1L2m3N4o5P6q7R8"
 
@@ -77,8 +78,8 @@ async def test_choosing_some_deletes_exactly_those_and_reports_them() -> None:
 async def test_outbox_records_are_found_and_removed() -> None:
     removed: list[str] = []
 
-    async def search_pending(query: str) -> list[ForgetCandidate]:
-        return [ForgetCandidate("outbox", "turn-42", None, "user: deploy secrets / assistant: no")]
+    async def search_pending(query: str) -> list[PendingMatch]:
+        return [PendingMatch("turn-42", None, "user: deploy secrets / assistant: no")]
 
     async def remove_pending(ids: Sequence[str]) -> DeleteReport:
         removed.extend(ids)

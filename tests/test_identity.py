@@ -1,7 +1,7 @@
 from hypothesis import given
 from hypothesis import strategies as st
 
-from pi_memory_bridge.identity import MAIN_BRANCH, BranchIdentity, EntryLink, derive_branch, turn_id
+from pi_memory_bridge.capture.identity import MAIN_BRANCH, BranchIdentity, EntryLink, derive_branch, turn_id
 
 
 def chain(*ids: str, parent: str | None = None) -> list[EntryLink]:

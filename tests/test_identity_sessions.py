@@ -2,7 +2,7 @@
 
 The files in tests/data/pi_sessions/ were written by e2e/record_sessions.py (see the README there).
 Each entry is projected as the shim does (`extension-shim/src/entries.ts`), validated as the
-sidecar's `EntryRef`, and reduced to `EntryLink`s as `app.py` does. A turn is identified at capture
+sidecar's `EntryRef`, and reduced to `EntryLink`s as `engine.sessions` does. A turn is identified at capture
 time: the leaf is the assistant reply and the entry list is the file up to that reply.
 """
 
@@ -18,8 +18,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from pi_memory_bridge.identity import MAIN_BRANCH, BranchIdentity, EntryLink, derive_branch
-from pi_memory_bridge.protocol import EntryRef
+from pi_memory_bridge.capture.identity import MAIN_BRANCH, BranchIdentity, EntryLink, derive_branch
+from pi_memory_bridge.sidecar.protocol import EntryRef
 
 DATA = Path(__file__).parent / "data" / "pi_sessions"
 PI_VERSIONS = ("0.84.4", "1.6.0")

@@ -12,7 +12,7 @@ from pi_memory_bridge.backends.base import ConversationTurn
 from pi_memory_bridge.commands.flows import FlowRegistry
 from pi_memory_bridge.commands.outbox_ops import OutboxDeps, outbox_flow
 from pi_memory_bridge.outbox import DeliveryReport, Outbox, OutboxCounts
-from pi_memory_bridge.protocol import CommandStep
+from pi_memory_bridge.sidecar.protocol import CommandStep
 
 
 @pytest.fixture

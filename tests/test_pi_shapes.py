@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from pi_memory_bridge.pi_shapes import (
+from pi_memory_bridge.capture.pi_shapes import (
     IMAGE_PLACEHOLDER,
     CapturedTurn,
     Extraction,

@@ -19,7 +19,7 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from pi_memory_bridge.pi_shapes import (
+from pi_memory_bridge.capture.pi_shapes import (
     IMAGE_PLACEHOLDER,
     CapturedTurn,
     Extraction,

@@ -171,22 +171,22 @@ async def test_forgetting_a_turn_scrubs_the_prompt_it_was(local: LocalBackend, l
     assert b"48151623" not in _file_bytes(log)
 
 
-async def test_the_sidecar_records_a_trace_per_prompt(tmp_path: Path) -> None:
-    from pi_memory_bridge.app import Sidecar
+async def test_the_engine_records_a_trace_per_prompt(tmp_path: Path) -> None:
     from pi_memory_bridge.config import load_config
-    from pi_memory_bridge.protocol import RecallParams
+    from pi_memory_bridge.engine.core import Engine
+    from pi_memory_bridge.sidecar.protocol import RecallParams
 
     agent = tmp_path / "agent"
     env = {"PI_CODING_AGENT_DIR": str(agent), "HOME": str(tmp_path)}
-    sidecar = Sidecar(env=env)
     loaded = load_config(agent_dir=agent, cwd=tmp_path, project_trusted=False, env=env)
-    await sidecar.start(loaded, agent, tmp_path)
+    engine = await Engine.open(loaded, agent, tmp_path, env=env)
     try:
-        assert sidecar.backend is not None and sidecar.traces is not None
-        await sidecar.backend.save_atomic("deploys go out on tuesdays only", "constraint", "user")
-        await sidecar.recall(RecallParams(pi_session_id="p1", prompt="when do deploys go out?"))
-        await sidecar.traces.drain()
-        (stored,) = sidecar.traces.recent()
+        backend, traces = engine.slot.backend, engine.traces
+        assert backend is not None and traces is not None
+        await backend.save_atomic("deploys go out on tuesdays only", "constraint", "user")
+        await engine.recall(RecallParams(pi_session_id="p1", prompt="when do deploys go out?"))
+        await traces.drain()
+        (stored,) = traces.recent()
         assert [(i.layer, i.fate) for i in stored.trace.items] == [(str(Layer.L1), "injected")]
     finally:
-        await sidecar.shutdown()
+        await engine.shutdown()

@@ -39,7 +39,7 @@ from pi_memory_bridge.commands.setup import (
     setup_flow,
 )
 from pi_memory_bridge.config import global_config_path, load_config
-from pi_memory_bridge.protocol import CommandStep
+from pi_memory_bridge.sidecar.protocol import CommandStep
 
 JsonDict = dict[str, Any]
 TEAM = "Core (team-core)"

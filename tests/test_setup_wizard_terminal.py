@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 from memorycore_fake import FAKE_API_KEY, FAKE_USER_KEY
+from pi_memory_bridge.cli.terminal import run_flow
 from pi_memory_bridge.commands.setup import CANCELLED, setup_flow
-from pi_memory_bridge.terminal import run_flow
 from test_setup_wizard import World, make_world
 
 

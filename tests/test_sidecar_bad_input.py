@@ -1,6 +1,7 @@
 """Recall on a bad day (issue: Recall, acceptance 5): a corrupt or locked database, an unreadable
 profile, a 1 MB prompt. Recall returns what it can (or nothing) within the deadline, says why in
-status, and nothing crashes. The sidecar runs in-process against the real local store."""
+status, and nothing crashes. The engine runs in-process against the real local store, started the
+way `serve` starts it: the handshake, then `Engine.open` from its result."""
 
 from __future__ import annotations
 
@@ -13,8 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from pi_memory_bridge.app import Sidecar
-from pi_memory_bridge.protocol import InitializeParams, RecallParams, TurnSettledParams
+from pi_memory_bridge.engine.core import Engine
+from pi_memory_bridge.sidecar.handshake import handshake
+from pi_memory_bridge.sidecar.protocol import InitializeParams, RecallParams, TurnSettledParams
 
 DEADLINE_MS = 600
 
@@ -41,17 +43,18 @@ def agent_dir(tmp_path: Path) -> Path:
     return agent
 
 
-async def start(agent_dir: Path) -> Sidecar:
-    sidecar = Sidecar(env={"HOME": str(agent_dir.parent), "PI_CODING_AGENT_DIR": str(agent_dir)})
-    await sidecar.initialize(
+async def start(agent_dir: Path) -> Engine:
+    env = {"HOME": str(agent_dir.parent), "PI_CODING_AGENT_DIR": str(agent_dir)}
+    hs = handshake(
         InitializeParams.model_validate(
             {"protocolVersion": "1.0", "client": {"name": "t", "version": "0"}, "cwd": str(agent_dir.parent)}
-        )
+        ),
+        env,
     )
-    return sidecar
+    return await Engine.open(hs.loaded, hs.agent_dir, hs.cwd, env=env)
 
 
-async def seed(sidecar: Sidecar) -> None:
+async def seed(sidecar: Engine) -> None:
     runs = [
         [
             _user("我负责后端，用 Go，最讨厌魔法数字", 1_764_000_000_000),
@@ -60,12 +63,12 @@ async def seed(sidecar: Sidecar) -> None:
     ]
     result = await sidecar.turn_settled(TurnSettledParams(pi_session_id="s1", runs=runs, aborted=False))
     assert result.captured == 1
-    assert sidecar.delivery is not None
-    report = await sidecar.delivery.flush()  # delivery is in the background; do not race it
+    assert sidecar.slot.delivery is not None
+    report = await sidecar.slot.delivery.flush()  # delivery is in the background; do not race it
     assert report.delivered == 1
 
 
-async def ask(sidecar: Sidecar, prompt: str = "我讨厌什么代码风格？") -> tuple[float, str, str | None]:
+async def ask(sidecar: Engine, prompt: str = "我讨厌什么代码风格？") -> tuple[float, str, str | None]:
     started = time.perf_counter()
     result = await sidecar.recall(RecallParams(pi_session_id="s2", prompt=prompt))
     return time.perf_counter() - started, result.outcome, result.block
@@ -119,8 +122,8 @@ async def test_database_locked_by_another_process(agent_dir: Path) -> None:
         holder.stdin.close()
         holder.wait(10)
     # once the lock is gone the store is reopened in the background: memory comes back by itself
-    sidecar._last_open_attempt = -1e9  # skip the reopen interval instead of sleeping through it
-    await sidecar.ensure_backend(10)
+    sidecar.slot._last_open_attempt = -1e9  # skip the reopen interval instead of sleeping through it
+    await sidecar.slot.ensure(10)
     _elapsed, outcome, block = await ask(sidecar)
     assert outcome == "recalled" and block is not None and "魔法数字" in block
 

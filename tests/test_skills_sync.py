@@ -13,7 +13,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from pi_memory_bridge.commands.flows import Answer, Flow
-from pi_memory_bridge.protocol import CommandStep
+from pi_memory_bridge.sidecar.protocol import CommandStep
 from pi_memory_bridge.skills import (
     SyncDeps,
     _atomic,

@@ -13,7 +13,7 @@ from pi_memory_bridge.backends.base import (
     SkillHit,
 )
 from pi_memory_bridge.skills import skill_read, skill_search
-from pi_memory_bridge.tools import MAX_TOOL_TEXT, TOOL_CLOSE, TOOL_OPEN, ToolFailure
+from pi_memory_bridge.tools.memory import MAX_TOOL_TEXT, TOOL_CLOSE, TOOL_OPEN, ToolFailure
 from skill_fake import FakeFile, FakeSkillClient, backend_with, source_with
 
 # Synthetic, obviously fake secret in a shape the redactor knows.

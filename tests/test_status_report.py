@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from pi_memory_bridge.capture.identity import BranchIdentity
 from pi_memory_bridge.commands.status import (
     Problem,
     StatusReport,
@@ -16,7 +17,6 @@ from pi_memory_bridge.commands.status import (
     sdk_problems,
 )
 from pi_memory_bridge.config import load_config
-from pi_memory_bridge.identity import BranchIdentity
 from pi_memory_bridge.outbox import OutboxCounts
 from pi_memory_bridge.recall import Layer, LayerResult, RecallOutcome
 

@@ -11,7 +11,7 @@ import pytest
 
 from pi_memory_bridge.backends.base import ConversationTurn
 from pi_memory_bridge.backends.local import LocalBackend
-from pi_memory_bridge.terminal import forget, search
+from pi_memory_bridge.cli.terminal import forget, search
 
 
 @pytest.fixture

@@ -11,7 +11,7 @@ import time
 from collections.abc import AsyncGenerator, Sequence
 from dataclasses import dataclass
 
-from pi_memory_bridge.protocol import CommandStep
+from pi_memory_bridge.sidecar.protocol import CommandStep
 
 Answer = bool | str | list[str] | None
 Flow = AsyncGenerator[CommandStep, Answer]

@@ -14,6 +14,7 @@ from datetime import datetime
 
 from pi_memory_bridge.backends.base import BackendError, Capability, DeleteReport, MemoryBackend
 from pi_memory_bridge.commands.flows import Answer, Flow, done, step
+from pi_memory_bridge.outbox.delivery import PendingMatch
 from pi_memory_bridge.redact import redact_text
 
 SEARCH_LIMIT = 20
@@ -48,7 +49,7 @@ class ForgetCandidate:
         return f"[{self.layer} {day}] {short}"
 
 
-PendingSearch = Callable[[str], Awaitable[list[ForgetCandidate]]]
+PendingSearch = Callable[[str], Awaitable[list[PendingMatch]]]
 PendingRemove = Callable[[Sequence[str]], Awaitable[DeleteReport]]
 Forgotten = Callable[[Sequence["ForgetCandidate"]], Awaitable[None]]
 
@@ -83,7 +84,10 @@ async def _search(deps: ForgetDeps, query: str) -> tuple[list[ForgetCandidate], 
                 found.extend(result)
     if deps.search_pending is not None:
         try:
-            found.extend(await deps.search_pending(query))
+            pending = await deps.search_pending(query)
+            found.extend(
+                ForgetCandidate("outbox", m.id, m.created_at, m.text, prompt=m.user_text) for m in pending
+            )
         except Exception as exc:  # the outbox is ours, but a failure must still be reported, not hidden
             failures.append(f"outbox search failed: {redact_text(str(exc)).text}")
     return found, failures

@@ -16,7 +16,7 @@ from pydantic import ValidationError
 from pi_memory_bridge.backends.base import BackendError, Capability, MemoryBackend, ScenarioEntry
 from pi_memory_bridge.backends.local.notes import MAX_NOTE_BYTES
 from pi_memory_bridge.redact import redact_text
-from pi_memory_bridge.tools import SaveArgs
+from pi_memory_bridge.tools.memory import SaveArgs
 
 PREVIEW_CHARS = 140
 

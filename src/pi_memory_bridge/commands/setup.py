@@ -35,8 +35,8 @@ from pi_memory_bridge.config import (
     read_key_file,
     write_global_config,
 )
-from pi_memory_bridge.protocol import CommandStep
 from pi_memory_bridge.redact import redact_text
+from pi_memory_bridge.sidecar.protocol import CommandStep
 
 SETUP_TIMEOUT_S = 5.0
 ENDPOINT_EXAMPLE = "https://memory.example.com or http://127.0.0.1:8420"
@@ -71,10 +71,6 @@ class SetupDeps:
     env: Mapping[str, str] = field(default_factory=dict)
     sdk: Callable[[], SdkBindings] = load_sdk
     timeout_s: float = SETUP_TIMEOUT_S
-
-
-class _Cancelled(Exception):
-    pass
 
 
 def _text(answer: Answer) -> str | None:

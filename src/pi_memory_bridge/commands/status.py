@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from pi_memory_bridge.capture.identity import BranchIdentity
 from pi_memory_bridge.config import LoadedConfig
-from pi_memory_bridge.identity import BranchIdentity
 from pi_memory_bridge.outbox import OutboxCounts
 from pi_memory_bridge.recall import RecallOutcome
 

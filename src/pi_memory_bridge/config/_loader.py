@@ -44,7 +44,6 @@ from pi_memory_bridge.config._problems import (
 )
 from pi_memory_bridge.config._sandbox import sandbox_project
 
-_KEY_FILE_FIELDS = ("userKeyFile", "gatewayApiKeyFile")
 _REQUIRED_MEMORYCORE = ("endpoint", "teamId", "agentId", "userId")
 
 

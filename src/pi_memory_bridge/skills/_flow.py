@@ -22,8 +22,8 @@ from pathlib import Path
 
 from pi_memory_bridge.backends.base import BackendError
 from pi_memory_bridge.commands.flows import Answer, Flow, done, step
-from pi_memory_bridge.protocol import CommandStep
 from pi_memory_bridge.redact import redact_text
+from pi_memory_bridge.sidecar.protocol import CommandStep
 from pi_memory_bridge.skills._atomic import recover
 from pi_memory_bridge.skills._bundle import SKILL_FILE, SkillBundle, SkillBundleError, fetch_bundle
 from pi_memory_bridge.skills._local import LocalSkills, SyncedSkill, scan

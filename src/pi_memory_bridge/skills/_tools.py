@@ -17,7 +17,7 @@ from pi_memory_bridge.recall.boundary import escape_field, escape_label
 from pi_memory_bridge.redact import redact_text
 from pi_memory_bridge.skills._bundle import SKILL_FILE, resource_path_problem
 from pi_memory_bridge.skills._source import SkillSource
-from pi_memory_bridge.tools import MAX_TOOL_TEXT, ToolArgs, ToolFailure, parse_args, wrap_untrusted
+from pi_memory_bridge.tools.memory import MAX_TOOL_TEXT, ToolArgs, ToolFailure, parse_args, wrap_untrusted
 
 SKILL_SEARCH_TOOL = "tdai_skill_search"
 SKILL_READ_TOOL = "tdai_skill_read"

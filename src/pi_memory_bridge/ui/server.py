@@ -116,7 +116,7 @@ def run(*, port: int, open_browser: bool, idle_minutes: float) -> int:
         print(f"pi-memory-bridge ui: {missing}", file=sys.stderr)
         return 2
     from pi_memory_bridge.config import data_dir, default_agent_dir
-    from pi_memory_bridge.logs import setup_logging
+    from pi_memory_bridge.sidecar.logs import setup_logging
 
     env = dict(os.environ)
     agent_dir = default_agent_dir(env)

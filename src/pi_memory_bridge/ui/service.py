@@ -41,8 +41,8 @@ from pi_memory_bridge.commands.outbox_ops import (
 )
 from pi_memory_bridge.commands.status import Problem, config_problems, outbox_problems, sdk_problems
 from pi_memory_bridge.config import LoadedConfig, data_dir, load_config
-from pi_memory_bridge.delivery import CaptureDelivery
 from pi_memory_bridge.outbox import ALL, AllRecords, OutboxCounts, OutboxEntry, RecordState
+from pi_memory_bridge.outbox.delivery import CaptureDelivery
 from pi_memory_bridge.recall.trace_log import StoredTrace, TraceLog, TraceLogError
 from pi_memory_bridge.redact import redact_text
 from pi_memory_bridge.ui.store_view import StoreView, StoreViewError

@@ -143,7 +143,7 @@ class StoreCounts:
 
 def branch_of(memory_session_id: str, pi_session_id: str) -> str:
     """The branch part of a memory session id (`pi-<session>-<branch>`), or the whole id."""
-    from pi_memory_bridge.identity import BranchIdentity
+    from pi_memory_bridge.capture.identity import BranchIdentity
 
     prefix = BranchIdentity(pi_session_id, "x").memory_session_id[:-1] if pi_session_id else ""
     if prefix and memory_session_id.startswith(prefix):

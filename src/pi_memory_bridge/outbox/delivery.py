@@ -9,10 +9,11 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
 
 from pi_memory_bridge.backends.base import ConversationTurn, DeleteReport, MemoryBackend
-from pi_memory_bridge.commands.forget import ForgetCandidate
 from pi_memory_bridge.outbox import (
     DEFAULT_PARALLEL_SESSIONS,
     DeliveryReport,
@@ -29,12 +30,14 @@ SHUTDOWN_DRAIN_S = 1.0
 _SEARCHABLE = (RecordState.PENDING, RecordState.IN_FLIGHT, RecordState.DEAD)
 
 
-def footer_for(counts: OutboxCounts) -> str:
-    if counts.waiting == 0:
-        return "memory: saved" if not counts.dead else f"memory: saved ({counts.dead} dead in outbox)"
-    if counts.last_error:
-        return f"memory: {counts.waiting} queued (will retry)"
-    return f"memory: {counts.waiting} queued"
+@dataclass(frozen=True, slots=True)
+class PendingMatch:
+    """A record not yet delivered (or dead) that matched a search, for forget to preview."""
+
+    id: str
+    created_at: datetime | None
+    text: str
+    user_text: str = ""  # what the user said: a recall trace may hold it as its prompt
 
 
 class CaptureDelivery:
@@ -77,22 +80,18 @@ class CaptureDelivery:
             raise RuntimeError("no backend to deliver to")
         return await self.worker.flush()
 
-    async def search_pending(self, query: str) -> list[ForgetCandidate]:
+    async def search_pending(self, query: str) -> list[PendingMatch]:
         """Records not yet delivered (or dead) that match the query, for forget."""
         terms = query_terms(query)
         needle = query.strip().casefold()
-        found: list[ForgetCandidate] = []
+        found: list[PendingMatch] = []
         for state in _SEARCHABLE:
             for entry in await asyncio.to_thread(self.outbox.list_entries, state, 1000):
                 if entry.turn is None:
                     continue
-                turn = entry.turn
-                cand = ForgetCandidate.for_turn(
-                    entry.id, turn.user_text, turn.assistant_text, entry.created_at, layer="outbox"
-                )
-                text = cand.text
+                text = f"user: {entry.turn.user_text} / assistant: {entry.turn.assistant_text}"
                 if needle in text.casefold() or (terms and overlap_score(terms, text) >= 0.5):
-                    found.append(cand)
+                    found.append(PendingMatch(entry.id, entry.created_at, text, entry.turn.user_text))
         return found
 
     async def remove_pending(self, ids: Sequence[str], backend: MemoryBackend | None) -> DeleteReport:

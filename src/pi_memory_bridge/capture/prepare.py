@@ -13,8 +13,8 @@ from datetime import UTC, datetime
 from typing import Any, Protocol
 
 from pi_memory_bridge.backends.base import ConversationTurn, MemoryBackend, ToolEvidence
-from pi_memory_bridge.identity import BranchIdentity, turn_id
-from pi_memory_bridge.pi_shapes import ToolPair, extract_turns
+from pi_memory_bridge.capture.identity import BranchIdentity, turn_id
+from pi_memory_bridge.capture.pi_shapes import ToolPair, extract_turns
 from pi_memory_bridge.redact import redact_text, redact_value
 
 # The server-side L0 limit is 8192 characters per message; keep the local store consistent with it.

@@ -1,7 +1,7 @@
 """`pi-memory-bridge serve`: the sidecar the Pi extension spawns (protocol in `protocol`).
 
 The handshake is answered from the configuration alone (`handshake`); the memory engine
-(`app.Sidecar`: store, outbox, recall, capture) is imported and started right after, in the
+(`engine.core.Engine`: store, outbox, recall, capture) is imported and opened right after, in the
 background, and every other method waits for it within its caller's deadline.
 """
 
@@ -13,12 +13,15 @@ import logging
 import os
 import signal
 from collections.abc import Mapping
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pi_memory_bridge.config import data_dir, default_agent_dir
-from pi_memory_bridge.handshake import Handshake, handshake
-from pi_memory_bridge.logs import setup_logging
-from pi_memory_bridge.protocol import (
+from pi_memory_bridge.rpc import InternalError, RpcEndpoint, open_stdio
+from pi_memory_bridge.rpc.framing import DEFAULT_MAX_LINE_BYTES
+from pi_memory_bridge.sidecar.handshake import Handshake, handshake
+from pi_memory_bridge.sidecar.logs import setup_logging
+from pi_memory_bridge.sidecar.protocol import (
     CommandAnswerParams,
     CommandRunParams,
     CommandStep,
@@ -37,39 +40,38 @@ from pi_memory_bridge.protocol import (
     TurnSettledParams,
     TurnSettledResult,
 )
-from pi_memory_bridge.rpc import InternalError, RpcEndpoint, open_stdio
-from pi_memory_bridge.rpc.framing import DEFAULT_MAX_LINE_BYTES
 
 if TYPE_CHECKING:
-    from pi_memory_bridge.app import Sidecar
+    from pi_memory_bridge.engine.core import Engine
+    from pi_memory_bridge.engine.notifier import Notify
 
 log = logging.getLogger(__name__)
 
 
-class Engine:
-    """The memory engine behind the endpoint, started after the handshake."""
+class LazyEngine:
+    """The memory engine behind the endpoint, imported and opened after the handshake."""
 
     def __init__(self, env: Mapping[str, str]) -> None:
         self.env = env
-        self.notify: Any = None
-        self.log_file: Any = None
-        self._task: asyncio.Task[Sidecar] | None = None
+        self.notify: Notify | None = None
+        self.log_file: Path | None = None
+        self._task: asyncio.Task[Engine] | None = None
 
     def start(self, hs: Handshake) -> None:
         if self._task is None:
             self._task = asyncio.create_task(self._start(hs))
 
-    async def _start(self, hs: Handshake) -> Sidecar:
+    async def _start(self, hs: Handshake) -> Engine:
         # importing the engine costs ~100 ms: do it off the event loop, after the handshake reply
-        module = await asyncio.to_thread(importlib.import_module, "pi_memory_bridge.app")
-        sidecar: Sidecar = module.Sidecar(env=self.env, notify=self.notify)
-        sidecar.log_file = self.log_file
-        await sidecar.start(hs.loaded, hs.agent_dir, hs.cwd)
+        module = await asyncio.to_thread(importlib.import_module, "pi_memory_bridge.engine.core")
+        engine: Engine = await module.Engine.open(
+            hs.loaded, hs.agent_dir, hs.cwd, env=self.env, notify=self.notify, log_file=self.log_file
+        )
         if self.notify is not None:
-            await self.notify(sidecar.footer())
-        return sidecar
+            await self.notify(engine.footer())
+        return engine
 
-    async def get(self) -> Sidecar:
+    async def get(self) -> Engine:
         if self._task is None:
             raise InternalError("the engine was not started (initialize first)")
         return await asyncio.shield(self._task)
@@ -80,7 +82,7 @@ class Engine:
 
 
 def build_endpoint(
-    engine: Engine, stop: asyncio.Event, *, max_line_bytes: int = DEFAULT_MAX_LINE_BYTES
+    engine: LazyEngine, stop: asyncio.Event, *, max_line_bytes: int = DEFAULT_MAX_LINE_BYTES
 ) -> RpcEndpoint:
     rpc = RpcEndpoint(max_line_bytes=max_line_bytes)
 
@@ -138,7 +140,7 @@ def build_endpoint(
 
 async def serve_stdio() -> int:
     env = dict(os.environ)
-    engine = Engine(env)
+    engine = LazyEngine(env)
     engine.log_file = setup_logging(
         data_dir(default_agent_dir(env)) / "logs", env.get("PI_MEMORY_BRIDGE_LOG_LEVEL", "info")
     )

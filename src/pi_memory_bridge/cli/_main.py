@@ -47,29 +47,29 @@ def main(argv: list[str] | None = None) -> int:
         print(f"pi-memory-bridge {__version__} (protocol {PROTOCOL_VERSION})")
         return 0
     if args.command == "serve":
-        from pi_memory_bridge.serve import run
+        from pi_memory_bridge.sidecar.serve import run
 
         return run()
     if args.command == "doctor":
-        from pi_memory_bridge.doctor import render, run_checks
+        from pi_memory_bridge.cli.doctor import render, run_checks
 
         checks = run_checks(os.environ, Path.cwd())
         print(render(checks))
         return 0 if all(c.ok or c.warning for c in checks) else 1
     if args.command == "search":
-        from pi_memory_bridge.terminal import search
+        from pi_memory_bridge.cli.terminal import search
 
         return search(args.query, args.limit)
     if args.command == "forget":
-        from pi_memory_bridge.terminal import forget
+        from pi_memory_bridge.cli.terminal import forget
 
         return forget(args.query)
     if args.command == "setup":
-        from pi_memory_bridge.terminal import setup
+        from pi_memory_bridge.cli.terminal import setup
 
         return setup()
     if args.command == "outbox":
-        from pi_memory_bridge.terminal import outbox
+        from pi_memory_bridge.cli.terminal import outbox
 
         return outbox(" ".join(args.action))
     if args.command == "ui":
@@ -78,7 +78,3 @@ def main(argv: list[str] | None = None) -> int:
         return run_ui(port=args.port, open_browser=not args.no_open, idle_minutes=args.idle_minutes)
     _parser().print_help(sys.stderr)
     return 2
-
-
-if __name__ == "__main__":
-    sys.exit(main())

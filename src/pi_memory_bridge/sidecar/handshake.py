@@ -1,7 +1,7 @@
 """The `initialize` handshake, answered from the configuration alone.
 
 It needs nothing but the config loader, so the sidecar can answer it within a few tens of
-milliseconds of starting; the memory engine (`app`) loads right after, in the background.
+milliseconds of starting; the memory engine (`engine`) loads right after, in the background.
 """
 
 from __future__ import annotations
@@ -13,8 +13,9 @@ from pathlib import Path
 
 from pi_memory_bridge._version import PROTOCOL_VERSION, __version__
 from pi_memory_bridge.config import LoadedConfig, default_agent_dir, load_config
-from pi_memory_bridge.protocol import ConfigState, InitializeParams, InitializeResult, RecallLimits
+from pi_memory_bridge.engine import footer
 from pi_memory_bridge.rpc.errors import ProtocolVersionMismatch
+from pi_memory_bridge.sidecar.protocol import ConfigState, InitializeParams, InitializeResult, RecallLimits
 
 log = logging.getLogger(__name__)
 
@@ -29,14 +30,6 @@ class Handshake:
 
 def _major(version: str) -> str:
     return version.split(".", 1)[0]
-
-
-def initial_footer(loaded: LoadedConfig) -> str:
-    if not loaded.config.enabled:
-        return "memory: off"
-    if not loaded.backend_ready:
-        return f"memory: {loaded.config.backend} not configured"
-    return "memory: starting"
 
 
 def handshake(p: InitializeParams, env: Mapping[str, str]) -> Handshake:
@@ -62,6 +55,6 @@ def handshake(p: InitializeParams, env: Mapping[str, str]) -> Handshake:
             sources=[s.path or s.kind for s in loaded.sources],
         ),
         recall=RecallLimits(deadline_ms=cfg.recall.deadline_ms, enabled=cfg.enabled and cfg.recall.enabled),
-        status_text=initial_footer(loaded),
+        status_text=footer.initial(loaded),
     )
     return Handshake(loaded, agent_dir, Path(p.cwd), result)

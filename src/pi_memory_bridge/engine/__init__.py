@@ -1,0 +1,16 @@
+"""The memory engine behind the protocol, one room per feature; `core.Engine` puts them together.
+
+  core          `Engine`: built from the handshake's result, the methods the RPC handlers call
+  backend_slot  the configured backend and the capture outbox: opened at start, reopened later
+  notifier      footer notifications to the shim, and the background tasks behind them
+  footer        every footer text shown in Pi's status line
+  sessions      Pi session -> branch identity
+  recall        the recall budget from config, the last recall for status
+  capture       settled turns into memory, capture stats, skill capture
+  skills        where a backend offers skills (skill source, skill capture)
+  tools         the model's `tdai_*` tool calls
+  commands      the `/tdai-memory-*` command table and the flows behind it
+  status        the status report
+
+Nothing is imported here: the handshake reads `footer` before the engine itself is loaded.
+"""

@@ -1,0 +1,95 @@
+"""Settled turns into memory: prepared (redacted, fail-closed), handed to the outbox or the
+backend, counted for status, and the tool-heavy ones passed on to skill capture."""
+
+from __future__ import annotations
+
+import logging
+from collections import Counter
+from dataclasses import dataclass, field
+
+from pi_memory_bridge.backends.base import BackendError
+from pi_memory_bridge.capture.prepare import prepare_capture
+from pi_memory_bridge.config import LoadedConfig
+from pi_memory_bridge.engine import footer
+from pi_memory_bridge.engine.backend_slot import BackendSlot
+from pi_memory_bridge.engine.sessions import Sessions
+from pi_memory_bridge.engine.skills import SkillCapture
+from pi_memory_bridge.redact import redact_text
+from pi_memory_bridge.sidecar.protocol import TurnSettledParams, TurnSettledResult
+
+log = logging.getLogger(__name__)
+
+CAPTURE_OPEN_WAIT_S = 2.0
+
+
+@dataclass
+class CaptureStats:
+    captured: int = 0
+    skipped: int = 0
+    redactions: int = 0
+    failures: int = 0
+    last_error: str | None = None
+    skip_reasons: Counter[str] = field(default_factory=Counter)
+
+    def describe(self) -> str:
+        text = f"{self.captured} captured, {self.skipped} skipped (fail-closed), {self.redactions} redactions"
+        if self.skip_reasons:
+            top = ", ".join(f"{r} x{n}" for r, n in self.skip_reasons.most_common(3))
+            text += f" [skips: {top}]"
+        if self.failures:
+            text += f", {self.failures} failed (last: {self.last_error})"
+        return text
+
+
+class Capture:
+    def __init__(
+        self, loaded: LoadedConfig, slot: BackendSlot, sessions: Sessions, skills: SkillCapture
+    ) -> None:
+        self._loaded = loaded
+        self._slot = slot
+        self._sessions = sessions
+        self._skills = skills
+        self.stats = CaptureStats()
+
+    async def turn_settled(self, p: TurnSettledParams) -> TurnSettledResult:
+        cfg = self._loaded.config
+        if not (cfg.enabled and cfg.capture.enabled):
+            return TurnSettledResult(captured=0, skipped=0, reasons=[], status_text=footer.CAPTURE_OFF)
+        ident = self._sessions.identity_for(p.pi_session_id, p.entries, p.leaf_id)
+        prepared = prepare_capture(p.runs, aborted=p.aborted, identity=ident)
+        stats = self.stats
+        stats.skipped += len(prepared.skipped_reasons)
+        stats.skip_reasons.update(prepared.skipped_reasons)
+        stats.redactions += prepared.redactions
+        skipped = len(prepared.skipped_reasons)
+        reasons = list(prepared.skipped_reasons)
+        if not prepared.turns:
+            return TurnSettledResult(
+                captured=0, skipped=skipped, reasons=reasons, status_text=footer.NOTHING_TO_CAPTURE
+            )
+        slot = self._slot
+        # with the outbox, capture never waits for the backend; without it, give a slow open a moment
+        await slot.ensure(0 if slot.delivery is not None else CAPTURE_OPEN_WAIT_S)
+        failure: str | None = None
+        if slot.sink is None:
+            failure = slot.backend_error or slot.delivery_error or "no backend"
+        else:
+            try:
+                await slot.sink.submit(prepared.turns)
+            except BackendError as exc:
+                failure = redact_text(f"{type(exc).__name__}: {exc}").text
+        if failure is not None:
+            stats.failures += 1
+            stats.last_error = failure
+            log.error("capture failed: %s", failure)
+            return TurnSettledResult(
+                captured=0, skipped=skipped, reasons=reasons, status_text=footer.CAPTURE_FAILED
+            )
+        stats.captured += len(prepared.turns)
+        await self._skills.settled(slot.backend, prepared.turns)
+        return TurnSettledResult(
+            captured=len(prepared.turns),
+            skipped=skipped,
+            reasons=reasons,
+            status_text=footer.captured(len(prepared.turns), queued=slot.delivery is not None),
+        )

@@ -1,0 +1,129 @@
+"""The `/tdai-memory-*` command table and the flows behind each command, wired to the engine."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from pathlib import Path
+
+from pi_memory_bridge.commands.flows import Flow, FlowRegistry, UnknownFlow, done
+from pi_memory_bridge.commands.forget import ForgetDeps, forget_flow
+from pi_memory_bridge.commands.outbox_ops import OutboxDeps, outbox_flow
+from pi_memory_bridge.commands.status import render_status
+from pi_memory_bridge.engine.backend_slot import BackendSlot
+from pi_memory_bridge.engine.skills import skill_source
+from pi_memory_bridge.engine.status import Status
+from pi_memory_bridge.recall.trace_log import TraceLog
+from pi_memory_bridge.rpc.errors import InvalidParams
+from pi_memory_bridge.sidecar.protocol import CommandAnswerParams, CommandRunParams, CommandStep
+from pi_memory_bridge.tools.memory import ToolFailure, memory_save
+
+
+class Commands:
+    def __init__(self, slot: BackendSlot, status: Status, *, cwd: Path, env: Mapping[str, str]) -> None:
+        self._slot = slot
+        self._status = status
+        self._cwd = cwd
+        self._env = env
+        self._flows = FlowRegistry()
+        self._table: dict[str, Callable[[CommandRunParams], Flow]] = {
+            "status": self._status_flow,
+            "remember": self._remember_flow,
+            "forget": self._forget_flow,
+            "outbox": self._outbox_flow,
+            "setup": self._setup_flow,
+            "sync-skills": self._sync_skills_flow,
+            "ui": self._inspector_flow,
+        }
+        self.traces: TraceLog | None = None  # forget blanks what the recall traces kept
+
+    async def run(self, p: CommandRunParams) -> CommandStep:
+        make = self._table.get(p.name)
+        if make is None:
+            raise InvalidParams(f"unknown command {p.name!r}; known: {', '.join(sorted(self._table))}")
+        return await self._flows.start(make(p))
+
+    async def answer(self, p: CommandAnswerParams) -> CommandStep:
+        try:
+            return await self._flows.answer(p.flow_id, p.answer)
+        except UnknownFlow as exc:
+            raise InvalidParams(str(exc)) from None
+
+    async def _status_flow(self, p: CommandRunParams) -> Flow:
+        report = await self._status.report(p.pi_session_id)
+        yield done(render_status(report), "info" if report.healthy else "warning", report.footer())
+
+    def _forget_flow(self, p: CommandRunParams) -> Flow:
+        slot = self._slot
+        delivery = slot.delivery
+        backend = slot.backend
+        deps = ForgetDeps(
+            backend=backend,
+            backend_problem=slot.backend_error or slot.footer(),
+            search_pending=delivery.search_pending if delivery is not None else None,
+            remove_pending=(lambda ids: delivery.remove_pending(ids, backend))
+            if delivery is not None
+            else None,
+            forgotten=self.traces.scrub_forgotten if self.traces is not None else None,
+        )
+        return forget_flow(deps, p.args, has_ui=p.has_ui)
+
+    def _inspector_flow(self, p: CommandRunParams) -> Flow:
+        from pi_memory_bridge.commands.inspector_launch import InspectorDeps, inspector_flow
+
+        deps = InspectorDeps(agent_dir=self._slot.agent_dir, cwd=self._cwd, env=self._env)
+        return inspector_flow(deps)
+
+    def _sync_skills_flow(self, p: CommandRunParams) -> Flow:
+        from pi_memory_bridge.skills import SyncDeps, sync_skills_flow
+
+        slot = self._slot
+        source = skill_source(slot.backend)
+        if source is None:
+            problem = (
+                f"skills need the memorycore backend (this one is {slot.loaded.config.backend})"
+                if slot.backend is not None
+                else f"the memory backend is unavailable ({slot.backend_error or slot.footer()})"
+            )
+        else:
+            problem = ""
+        deps = SyncDeps(source, problem, slot.agent_dir / "skills")
+        return sync_skills_flow(deps, p.args, has_ui=p.has_ui)
+
+    def _setup_flow(self, p: CommandRunParams) -> Flow:
+        from pi_memory_bridge.commands.setup import SetupDeps, setup_flow
+
+        deps = SetupDeps(agent_dir=self._slot.agent_dir, cwd=self._cwd, env=self._env)
+        return setup_flow(deps, has_ui=p.has_ui)
+
+    def _outbox_flow(self, p: CommandRunParams) -> Flow:
+        slot = self._slot
+        delivery = slot.delivery
+        problem = slot.delivery_error or ("capture is off" if delivery is None else "")
+        flush = None
+        if delivery is not None and delivery.worker is not None:
+            flush = delivery.flush
+        elif delivery is not None:
+            problem = f"the backend is not open ({slot.backend_error or slot.footer()})"
+        deps = OutboxDeps(
+            outbox=delivery.outbox if delivery is not None else None,
+            problem=problem,
+            flush=flush,
+            pause_reason=delivery.pause_reason if delivery is not None else None,
+        )
+        return outbox_flow(deps, p.args, has_ui=p.has_ui)
+
+    async def _remember_flow(self, p: CommandRunParams) -> Flow:
+        text = p.args.strip()
+        if not text:
+            yield done("usage: /tdai-memory-remember <a fact or preference to keep>", "warning")
+            return
+        backend = self._slot.backend
+        if backend is None:
+            yield done(f"cannot remember: {self._slot.footer()}", "error")
+            return
+        try:
+            reply, _ = await memory_save(backend, {"content": text, "type": "preference"}, source="user")
+        except ToolFailure as exc:
+            yield done(str(exc), "error")
+            return
+        yield done(reply)

@@ -1,0 +1,79 @@
+"""Recall for a prompt within the configured budget; the last real recall is kept for status."""
+
+from __future__ import annotations
+
+from pi_memory_bridge.config import LoadedConfig
+from pi_memory_bridge.engine import footer
+from pi_memory_bridge.engine.backend_slot import BackendSlot
+from pi_memory_bridge.recall import Layer, RecallBudget, RecallOutcome, recall
+from pi_memory_bridge.recall.trace_log import TraceLog
+from pi_memory_bridge.sidecar.protocol import LayerReport, RecallParams, RecallResult
+
+
+def recall_budget(loaded: LoadedConfig) -> RecallBudget:
+    r = loaded.config.recall
+    return RecallBudget(
+        deadline_ms=r.deadline_ms,
+        max_chars=r.max_chars,
+        limits={
+            Layer.L3: 1,
+            Layer.L1: r.l1_limit,
+            Layer.L2: r.l2_limit,
+            Layer.L0: r.l0_limit,
+            Layer.SKILL: r.skill_limit,
+        },
+        skip_trivial=r.skip_trivial_prompts,
+        min_prompt_chars=r.min_prompt_chars,
+    )
+
+
+class Recall:
+    def __init__(self, loaded: LoadedConfig, slot: BackendSlot) -> None:
+        self._loaded = loaded
+        self._slot = slot
+        self.last: RecallOutcome | None = None
+        self.traces: TraceLog | None = None  # each prompt's recall trace, for the inspector
+
+    async def answer(self, p: RecallParams) -> RecallResult:
+        cfg = self._loaded.config
+        if not (cfg.enabled and cfg.recall.enabled):
+            return RecallResult(
+                block=None,
+                outcome="disabled",
+                layers=[],
+                elapsed_ms=0.0,
+                chars=0,
+                status_text=footer.RECALL_OFF,
+            )
+        backend = await self._slot.ensure(0)
+        if backend is None:
+            return RecallResult(
+                block=None,
+                outcome="unavailable",
+                layers=[],
+                elapsed_ms=0.0,
+                chars=0,
+                status_text=self._slot.footer(),
+            )
+        outcome = await recall(
+            backend,
+            p.prompt,
+            recall_budget(self._loaded),
+            live_user_timestamps=frozenset(p.live_user_timestamps),
+            recorder=self.traces,
+        )
+        if outcome.outcome != "skipped":
+            self.last = outcome
+        return RecallResult(
+            block=outcome.block,
+            outcome=outcome.outcome,
+            layers=[
+                LayerReport(
+                    layer=str(r.layer), state=r.state, items=r.items, ms=round(r.ms, 2), error=r.error
+                )
+                for r in outcome.layers
+            ],
+            elapsed_ms=round(outcome.elapsed_ms, 2),
+            chars=outcome.chars,
+            status_text=outcome.short_status(),
+        )

@@ -1,0 +1,125 @@
+"""The status report: what `/tdai-memory-status` and the `status` method show."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pi_memory_bridge._version import PROTOCOL_VERSION, __version__
+from pi_memory_bridge.backends.base import BackendError
+from pi_memory_bridge.commands.outbox_ops import describe_counts
+from pi_memory_bridge.commands.status import (
+    Problem,
+    StatusReport,
+    config_problems,
+    describe_budget,
+    describe_identity,
+    describe_last_recall,
+    outbox_problems,
+    sdk_problems,
+)
+from pi_memory_bridge.config import LoadedConfig
+from pi_memory_bridge.engine.backend_slot import BackendSlot
+from pi_memory_bridge.engine.capture import CaptureStats
+from pi_memory_bridge.engine.recall import Recall
+from pi_memory_bridge.engine.sessions import Sessions
+from pi_memory_bridge.redact import redact_text
+
+
+def sdk_state() -> str:
+    from pi_memory_bridge.backends.memorycore import sdk_available
+
+    return "installed" if sdk_available() else "not installed (needed only for the memorycore backend)"
+
+
+def sdk_install_command() -> str:
+    from pi_memory_bridge.backends.memorycore import install_command
+
+    return install_command()
+
+
+class Status:
+    def __init__(
+        self,
+        loaded: LoadedConfig,
+        slot: BackendSlot,
+        sessions: Sessions,
+        recall: Recall,
+        capture_stats: CaptureStats,
+        log_file: Path | None,
+    ) -> None:
+        self._loaded = loaded
+        self._slot = slot
+        self._sessions = sessions
+        self._recall = recall
+        self._capture_stats = capture_stats
+        self._log_file = log_file
+
+    async def report(self, pi_session_id: str = "") -> StatusReport:
+        loaded = self._loaded
+        problems = config_problems(loaded)
+        backend_ok, detail, counts = await self._backend_status(problems)
+        outbox = await self._outbox_status(problems)
+        sdk = sdk_state()
+        problems += sdk_problems(loaded, sdk.startswith("installed"), sdk_install_command())
+        return StatusReport(
+            version=__version__,
+            protocol=PROTOCOL_VERSION,
+            enabled=loaded.config.enabled,
+            backend=loaded.config.backend,
+            backend_ok=backend_ok,
+            backend_detail=detail,
+            counts=counts,
+            identity=describe_identity(self._sessions.get(pi_session_id)),
+            config_sources=tuple(s.path or s.kind for s in loaded.sources),
+            recall_budget=describe_budget(loaded),
+            last_recall=describe_last_recall(self._recall.last),
+            capture=self._capture_stats.describe(),
+            outbox=outbox,
+            sdk=sdk,
+            log_file=str(self._log_file) if self._log_file else "stderr only",
+            problems=tuple(problems),
+        )
+
+    async def _backend_status(self, problems: list[Problem]) -> tuple[bool, str, dict[str, int]]:
+        """(ok, detail, counts) of the backend; what is wrong goes into `problems`."""
+        slot = self._slot
+        if slot.backend is None:
+            if not self._loaded.config.enabled:
+                return False, "", {}
+            detail = slot.backend_error or "not opened"
+            problems.append(
+                Problem(
+                    f"backend unavailable: {detail}", "run `pi-memory-bridge doctor` for the details and fix"
+                )
+            )
+            return False, detail, {}
+        try:
+            st = await slot.backend.status()
+        except BackendError as exc:
+            detail = redact_text(str(exc)).text
+            problems.append(Problem(f"backend status failed: {detail}", "see the log file"))
+            return False, detail, {}
+        problems.extend(Problem(x, "see the log file for details") for x in st.problems)
+        return st.ok, st.detail, dict(st.counts)
+
+    async def _outbox_status(self, problems: list[Problem]) -> str:
+        """The outbox line of the report; what is wrong goes into `problems`."""
+        slot = self._slot
+        if slot.delivery is None:
+            if not slot.delivery_error:
+                return "off (capture disabled)"
+            problems.append(
+                Problem(
+                    f"outbox unavailable: {slot.delivery_error}",
+                    "check the data directory's permissions and free space",
+                )
+            )
+            return f"unavailable: {slot.delivery_error}"
+        try:
+            queued = await slot.delivery.counts()
+        except BackendError as exc:
+            line = f"unreadable: {redact_text(str(exc)).text}"
+            problems.append(Problem(line, "see the log file"))
+            return line
+        problems += outbox_problems(queued, slot.delivery.pause_reason)
+        return describe_counts(queued, slot.delivery.pause_reason)

@@ -1,0 +1,50 @@
+"""The model's `tdai_*` tool calls: memory search and save, and the skill tools when enabled."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pi_memory_bridge.backends.base import MemoryBackend
+from pi_memory_bridge.config import LoadedConfig
+from pi_memory_bridge.engine.backend_slot import BackendSlot
+from pi_memory_bridge.engine.skills import skill_source
+from pi_memory_bridge.sidecar.protocol import ToolCallParams, ToolCallResult
+from pi_memory_bridge.tools.memory import ToolFailure, conversation_search, memory_save, memory_search
+
+
+class Tools:
+    def __init__(self, loaded: LoadedConfig, slot: BackendSlot) -> None:
+        self._loaded = loaded
+        self._slot = slot
+
+    async def call(self, p: ToolCallParams) -> ToolCallResult:
+        backend = await self._slot.ensure(0)
+        if backend is None:
+            return ToolCallResult(
+                text=f"Memory unavailable: {self._slot.footer()}. Continue without memory.",
+                details={},
+                is_error=True,
+            )
+        try:
+            if p.name == "tdai_memory_search":
+                text, details = await memory_search(backend, p.arguments)
+            elif p.name == "tdai_conversation_search":
+                text, details = await conversation_search(backend, p.arguments)
+            elif p.name == "tdai_memory_save":
+                text, details = await memory_save(backend, p.arguments, source="model")
+            else:
+                text, details = await self._skill_tool(backend, p)
+        except ToolFailure as exc:
+            return ToolCallResult(text=str(exc), details={}, is_error=True)
+        return ToolCallResult(text=text, details=details)
+
+    async def _skill_tool(self, backend: MemoryBackend, p: ToolCallParams) -> tuple[str, dict[str, Any]]:
+        from pi_memory_bridge.skills import skill_read, skill_search
+
+        if not self._loaded.config.skills.enabled:
+            raise ToolFailure(
+                "skills are turned off (skills.enabled in the memory-bridge config); continue without"
+            )
+        if p.name == "tdai_skill_search":
+            return await skill_search(backend, p.arguments)
+        return await skill_read(backend, skill_source(backend), p.arguments)

@@ -1,0 +1,149 @@
+"""No module imports a layer above its own (README, "Layout"), lazy imports inside functions and
+`TYPE_CHECKING` imports included. Every top-level package must have a place in `LAYERS`, so a new
+package is placed on purpose, not by accident."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+PACKAGE = "pi_memory_bridge"
+SRC = Path(__file__).resolve().parents[1] / "src" / PACKAGE
+
+FOUNDATION, WIRE, DOMAIN, ENGINE, ENTRY = range(5)
+LAYER_NAMES = ("foundation", "wire", "domain", "engine", "entry point")
+
+# Keys are module names below the package; the longest matching prefix decides. Low to high.
+LAYERS: dict[str, int] = {
+    "": FOUNDATION,  # the package's own __init__
+    "_version": FOUNDATION,
+    "textsearch": FOUNDATION,
+    "sqlite_faults": FOUNDATION,
+    "redact": FOUNDATION,
+    "config": FOUNDATION,
+    "rpc": FOUNDATION,  # generic JSON-RPC 2.0 transport: knows nothing of memory
+    "sidecar.protocol": WIRE,  # the wire models: pydantic only, spoken by the engine and the flows
+    "backends": DOMAIN,
+    "capture": DOMAIN,
+    "recall": DOMAIN,
+    "outbox": DOMAIN,
+    "tools": DOMAIN,
+    "skills": DOMAIN,
+    "commands": DOMAIN,
+    "engine": ENGINE,
+    "sidecar": ENTRY,
+    "cli": ENTRY,
+    "ui": ENTRY,  # the memory inspector: a process of its own, like the sidecar
+    "ui.extra": FOUNDATION,  # which optional packages it needs: asked by `/tdai-memory-ui` too
+}
+
+
+def layer_of(module: str) -> int | None:
+    """The layer of `pi_memory_bridge.<module>` (dotted, without the package), None if unplaced."""
+    parts = module.split(".") if module else []
+    for n in range(len(parts), -1, -1):
+        key = ".".join(parts[:n])
+        if key in LAYERS and (n > 0 or not parts):
+            return LAYERS[key]
+    return None
+
+
+def module_name(path: Path) -> str:
+    rel = path.relative_to(SRC).with_suffix("")
+    parts = [p for p in rel.parts if p != "__init__"]
+    return ".".join(parts)
+
+
+def is_package(path: Path) -> bool:
+    return path.name == "__init__.py"
+
+
+def imported(source: str, module: str, *, package: bool) -> list[tuple[int, str]]:
+    """(line, module below the package) of every import of ours in `source`, at any depth."""
+    found: list[tuple[int, str]] = []
+    here = [PACKAGE, *module.split(".")] if module else [PACKAGE]
+    base = here if package else here[:-1]
+    for node in ast.walk(ast.parse(source)):
+        targets: list[str] = []
+        if isinstance(node, ast.Import):
+            targets = [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                anchor = base[: len(base) - (node.level - 1)]
+                target = ".".join([*anchor, *(node.module.split(".") if node.module else [])])
+            else:
+                target = node.module or ""
+            # `from pkg import name`: name may be a submodule; judge it as one when it exists
+            targets = [f"{target}.{a.name}" if _exists(f"{target}.{a.name}") else target for a in node.names]
+        for t in targets:
+            if t == PACKAGE or t.startswith(PACKAGE + "."):
+                found.append((node.lineno, t.removeprefix(PACKAGE).removeprefix(".")))
+    return found
+
+
+def _exists(dotted: str) -> bool:
+    if not dotted.startswith(PACKAGE + "."):
+        return False
+    rel = Path(*dotted.split(".")[1:])
+    return (SRC / rel).with_suffix(".py").exists() or (SRC / rel / "__init__.py").exists()
+
+
+def violations(path: Path, source: str) -> list[str]:
+    module = module_name(path)
+    own = layer_of(module)
+    if own is None:
+        return [f"{module or PACKAGE}: no layer; place its top-level package in LAYERS"]
+    out: list[str] = []
+    for line, target in imported(source, module, package=is_package(path)):
+        theirs = layer_of(target)
+        if theirs is None:
+            out.append(f"{module}:{line} imports {target}, which has no layer")
+        elif theirs > own:
+            higher = f"{target} ({LAYER_NAMES[theirs]}), a higher layer"
+            out.append(f"{module}:{line} ({LAYER_NAMES[own]}) imports {higher}")
+    return out
+
+
+def test_every_module_imports_only_its_own_layer_or_below() -> None:
+    files = sorted(SRC.rglob("*.py"))
+    assert len(files) > 50  # the walk found the package
+    problems = [v for f in files for v in violations(f, f.read_text(encoding="utf-8"))]
+    assert problems == [], "\n".join(problems)
+
+
+def test_every_top_level_package_has_a_layer() -> None:
+    tops = {p.stem if p.is_file() else p.name for p in SRC.iterdir() if p.suffix == ".py" or p.is_dir()}
+    tops -= {"__init__", "__pycache__"}
+    assert sorted(t for t in tops if layer_of(t) is None) == []
+
+
+@pytest.mark.parametrize(
+    ("path", "source", "expected"),
+    [
+        # a lazy import inside a function counts
+        (
+            "recall/engine.py",
+            "def f():\n    from pi_memory_bridge.engine.core import Engine\n",
+            "recall.engine:2",
+        ),
+        # a relative import is resolved before judging
+        ("capture/prepare.py", "from ..cli import main\n", "capture.prepare:1"),
+        # `from package import module` is judged by the module
+        ("config/_env.py", "from pi_memory_bridge import sidecar\n", "config._env:1"),
+        # the wire models sit low, the rest of `sidecar` high
+        ("commands/flows.py", "from pi_memory_bridge.sidecar import serve\n", "commands.flows:1"),
+        ("newpkg/thing.py", "import os\n", "newpkg.thing: no layer"),
+    ],
+)
+def test_the_check_catches(path: str, source: str, expected: str) -> None:
+    found = violations(SRC / path, source)
+    assert any(v.startswith(expected) for v in found), found
+
+
+def test_the_check_allows_downward_and_wire_imports() -> None:
+    source = (
+        "from pi_memory_bridge.sidecar.protocol import CommandStep\nfrom pi_memory_bridge.redact import x\n"
+    )
+    assert violations(SRC / "commands/flows.py", source) == []

@@ -40,6 +40,8 @@ LAYERS: dict[str, int] = {
     "engine": ENGINE,
     "sidecar": ENTRY,
     "cli": ENTRY,
+    "ui": ENTRY,  # the memory inspector: a process of its own, like the sidecar
+    "ui.extra": FOUNDATION,  # which optional packages it needs: asked by `/tdai-memory-ui` too
 }
 
 

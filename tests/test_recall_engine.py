@@ -84,7 +84,8 @@ async def test_layers_run_concurrently() -> None:
 
         async def search_conversation(self, query, limit):  # type: ignore[no-untyped-def]
             await asyncio.sleep(0.2)
-            return [turn("q", "a")]
+            self.turns = [turn("q", "a")]
+            return await super().search_conversation(query, limit)
 
     started = time.perf_counter()
     out = await recall(Slow(), PROMPT, budget())

@@ -320,6 +320,12 @@ function registerCommands(pi: ExtensionAPI): void {
 			await runCommand("outbox", args, ctx);
 		},
 	});
+	pi.registerCommand("tdai-memory-ui", {
+		description: "Open the memory inspector: a local web page to see, search, correct and forget what Pi remembers",
+		handler: async (args, ctx) => {
+			await runCommand("ui", args, ctx);
+		},
+	});
 	pi.registerCommand("tdai-memory-remember", {
 		description: "Save a fact or preference to long-term memory: /tdai-memory-remember <text>",
 		handler: async (args, ctx) => {

@@ -49,6 +49,7 @@ class Capability(enum.StrEnum):
     L1_SEARCH = "l1_search"
     L1_SAVE = "l1_save"
     L1_DELETE = "l1_delete"
+    L1_EDIT = "l1_edit"  # correct an L1 memory's text or type in place, keeping its id
     L2_SCENARIOS = "l2_scenarios"
     L3_PROFILE = "l3_profile"
     SKILLS = "skills"
@@ -117,6 +118,12 @@ class AtomicMemory:
 class SaveResult:
     id: str
     created: bool  # False when an equivalent memory already existed (no duplicate stored)
+
+
+@dataclass(frozen=True, slots=True)
+class EditResult:
+    id: str
+    changed: bool  # False when the memory already said exactly this
 
 
 @dataclass(frozen=True, slots=True)
@@ -206,6 +213,11 @@ class MemoryBackend(Protocol):
     async def delete_conversation(self, turn_ids: Sequence[str]) -> DeleteReport: ...
 
     async def delete_atomic(self, ids: Sequence[str]) -> DeleteReport: ...
+
+    async def edit_atomic(self, memory_id: str, content: str, type: str) -> EditResult:
+        """Replace an L1 memory's text and type, keeping its id (capability `l1_edit`).
+
+        BackendRejected when there is no such memory or another one already says the same."""
 
     async def status(self) -> BackendStatus: ...
 

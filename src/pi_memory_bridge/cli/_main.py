@@ -38,6 +38,10 @@ def _parser() -> argparse.ArgumentParser:
         default=["status"],
         help="status | list [state] | flush | requeue <id|all> | purge <id|all>",
     )
+    ui = sub.add_parser("ui", help="open the memory inspector: see, search, correct and forget in a browser")
+    ui.add_argument("--port", type=int, default=0, help="port on 127.0.0.1 (default: any free port)")
+    ui.add_argument("--no-open", action="store_true", help="print the address only, do not open a browser")
+    ui.add_argument("--idle-minutes", type=float, default=30.0, help="stop when unused (default 30)")
     return parser
 
 
@@ -115,5 +119,9 @@ def _run(argv: list[str] | None) -> int:
         from pi_memory_bridge.cli.terminal import outbox
 
         return outbox(" ".join(args.action))
+    if args.command == "ui":
+        from pi_memory_bridge.ui.server import run as run_ui
+
+        return run_ui(port=args.port, open_browser=not args.no_open, idle_minutes=args.idle_minutes)
     _parser().print_help(sys.stderr)
     return 2

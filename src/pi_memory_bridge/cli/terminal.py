@@ -20,6 +20,7 @@ from pi_memory_bridge.commands.outbox_ops import OutboxDeps, outbox_flow
 from pi_memory_bridge.config import LoadedConfig, data_dir, default_agent_dir, load_config
 from pi_memory_bridge.outbox import DeliveryWorker, Outbox
 from pi_memory_bridge.outbox.delivery import CaptureDelivery
+from pi_memory_bridge.recall.trace_log import open_trace_log
 from pi_memory_bridge.redact import redact_text
 from pi_memory_bridge.sidecar.protocol import CommandStep
 from pi_memory_bridge.tools.search_report import search_report
@@ -107,15 +108,19 @@ async def _forget(backend: MemoryBackend, query: str, ask: Ask) -> int:
         delivery = CaptureDelivery(await asyncio.to_thread(Outbox.open, data_dir(agent_dir)), lambda _c: None)
     except (BackendError, OSError) as exc:
         print(f"the outbox is unavailable, searching the store only: {redact_text(str(exc)).text}")
+    traces = await open_trace_log(data_dir(agent_dir))  # what they kept of forgotten items goes too
     try:
         deps = ForgetDeps(
             backend,
             "",
             search_pending=delivery.search_pending if delivery else None,
             remove_pending=(lambda ids: delivery.remove_pending(ids, backend)) if delivery else None,
+            forgotten=traces.scrub_forgotten if traces is not None else None,
         )
         step = await run_flow(forget_flow(deps, query, has_ui=True), ask)
     finally:
+        if traces is not None:
+            traces.close()
         if delivery is not None:
             await delivery.close()
     return 0 if step.level != "error" else 1

@@ -30,6 +30,17 @@ class ForgetCandidate:
     id: str
     when: datetime | None
     text: str
+    prompt: str = ""  # a turn's user text: what a recall trace may have kept of it
+
+    @classmethod
+    def for_memory(cls, memory_id: str, kind: str, content: str, when: datetime | None) -> ForgetCandidate:
+        return cls("L1", memory_id, when, f"{kind}: {content}")
+
+    @classmethod
+    def for_turn(
+        cls, turn_id: str, user: str, assistant: str, when: datetime | None, *, layer: str = "L0"
+    ) -> ForgetCandidate:
+        return cls(layer, turn_id, when, f"user: {user} / assistant: {assistant}", prompt=user)
 
     def preview(self) -> str:
         clean = " ".join(redact_text(self.text).text.split())
@@ -40,6 +51,7 @@ class ForgetCandidate:
 
 PendingSearch = Callable[[str], Awaitable[list[PendingMatch]]]
 PendingRemove = Callable[[Sequence[str]], Awaitable[DeleteReport]]
+Forgotten = Callable[[Sequence["ForgetCandidate"]], Awaitable[None]]
 
 
 @dataclass(frozen=True, slots=True)
@@ -48,6 +60,8 @@ class ForgetDeps:
     backend_problem: str
     search_pending: PendingSearch | None = None
     remove_pending: PendingRemove | None = None
+    # told what is gone, so copies kept elsewhere (recall traces) go too
+    forgotten: Forgotten | None = None
 
 
 async def _search(deps: ForgetDeps, query: str) -> tuple[list[ForgetCandidate], list[str]]:
@@ -71,7 +85,9 @@ async def _search(deps: ForgetDeps, query: str) -> tuple[list[ForgetCandidate], 
     if deps.search_pending is not None:
         try:
             pending = await deps.search_pending(query)
-            found.extend(ForgetCandidate("outbox", m.id, m.created_at, m.text) for m in pending)
+            found.extend(
+                ForgetCandidate("outbox", m.id, m.created_at, m.text, prompt=m.user_text) for m in pending
+            )
         except Exception as exc:  # the outbox is ours, but a failure must still be reported, not hidden
             failures.append(f"outbox search failed: {redact_text(str(exc)).text}")
     return found, failures
@@ -79,15 +95,12 @@ async def _search(deps: ForgetDeps, query: str) -> tuple[list[ForgetCandidate], 
 
 async def _search_l1(backend: MemoryBackend, query: str) -> list[ForgetCandidate]:
     hits = await backend.search_atomic(query, SEARCH_LIMIT)
-    return [ForgetCandidate("L1", m.id, m.updated_at, f"{m.type}: {m.content}") for m in hits]
+    return [ForgetCandidate.for_memory(m.id, m.type, m.content, m.updated_at) for m in hits]
 
 
 async def _search_l0(backend: MemoryBackend, query: str) -> list[ForgetCandidate]:
     hits = await backend.search_conversation(query, SEARCH_LIMIT)
-    return [
-        ForgetCandidate("L0", h.turn_id, h.created_at, f"user: {h.user_text} / assistant: {h.assistant_text}")
-        for h in hits
-    ]
+    return [ForgetCandidate.for_turn(h.turn_id, h.user_text, h.assistant_text, h.created_at) for h in hits]
 
 
 async def forget_flow(deps: ForgetDeps, query: str, *, has_ui: bool) -> Flow:
@@ -135,15 +148,18 @@ async def forget_flow(deps: ForgetDeps, query: str, *, has_ui: bool) -> Flow:
     if sure is not True:
         yield done("Not confirmed: nothing was deleted.")
         return
-    report = await _delete(deps, chosen)
+    report = await delete_candidates(deps, chosen)
     ok = all(line.startswith("deleted") for line in report)
     yield done(
         "\n".join(report), "info" if ok else "error", "memory: forgotten" if ok else "memory: forget failed"
     )
 
 
-async def _delete(deps: ForgetDeps, chosen: Sequence[ForgetCandidate]) -> list[str]:
+async def delete_candidates(deps: ForgetDeps, chosen: Sequence[ForgetCandidate]) -> list[str]:
+    """Delete the chosen items (the user confirmed): one report line per item, `deleted ...` or
+    `FAILED  ...: reason`. Shared by every place that forgets (Pi, the terminal, the inspector)."""
     by_layer: dict[str, list[ForgetCandidate]] = {}
+    gone: list[ForgetCandidate] = []
     for cand in chosen:
         by_layer.setdefault(cand.layer, []).append(cand)
     lines: list[str] = []
@@ -167,6 +183,12 @@ async def _delete(deps: ForgetDeps, chosen: Sequence[ForgetCandidate]) -> list[s
                 lines.append(f"FAILED  {cand.preview()}: {redact_text(failed[cand.id]).text}")
             elif cand.id in report.deleted:
                 lines.append(f"deleted {cand.preview()}")
+                gone.append(cand)
             else:
                 lines.append(f"FAILED  {cand.preview()}: the store did not confirm the delete")
+    if gone and deps.forgotten is not None:
+        try:
+            await deps.forgotten(gone)
+        except (BackendError, OSError) as exc:
+            lines.append(f"FAILED  to remove copies in recall traces: {redact_text(str(exc)).text}")
     return lines

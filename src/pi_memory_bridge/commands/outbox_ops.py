@@ -69,10 +69,41 @@ def _selection(arg: str) -> AllRecords | list[str] | None:
     return ALL if arg.lower() == "all" else arg.split()
 
 
+PURGEABLE = (RecordState.DEAD, RecordState.QUARANTINED)
+
+
 def _resolve(outbox: Outbox, prefixes: list[str], states: tuple[RecordState, ...]) -> list[str]:
     """Ids may be given as the short prefixes `list` shows."""
     known = [e.id for s in states for e in outbox.list_entries(s, limit=10_000)]
     return [i for p in prefixes for i in known if i.startswith(p)]
+
+
+async def requeue_records(outbox: Outbox, selection: AllRecords | list[str]) -> str:
+    """Give dead records (all, or those whose ids start with the given prefixes) another chance."""
+    ids = (
+        selection
+        if not isinstance(selection, list)
+        else await asyncio.to_thread(_resolve, outbox, selection, (RecordState.DEAD,))
+    )
+    requeued = await asyncio.to_thread(outbox.requeue_dead, ids)
+    return f"requeued {len(requeued)} dead record(s)"
+
+
+async def purge_targets(
+    outbox: Outbox, selection: AllRecords | list[str]
+) -> tuple[AllRecords | list[str], str]:
+    """What a purge of `selection` would drop, and how to say it in the confirmation."""
+    if isinstance(selection, list):
+        resolved = await asyncio.to_thread(_resolve, outbox, selection, PURGEABLE)
+        return resolved, f"{len(resolved)} record(s)"
+    return selection, "all dead and quarantined records"
+
+
+async def purge_records(outbox: Outbox, targets: AllRecords | list[str]) -> str:
+    """Drop dead and quarantined records for good (the caller has the user's confirmation)."""
+    purged = await asyncio.to_thread(outbox.purge_dead, targets)
+    purged += await asyncio.to_thread(outbox.purge_quarantined, targets)
+    return f"purged {len(purged)} record(s)"
 
 
 async def outbox_flow(deps: OutboxDeps, args: str, *, has_ui: bool) -> Flow:
@@ -111,13 +142,7 @@ async def outbox_flow(deps: OutboxDeps, args: str, *, has_ui: bool) -> Flow:
         if sel is None:
             yield done(USAGE, "warning")
             return
-        ids = (
-            sel
-            if not isinstance(sel, list)
-            else await asyncio.to_thread(_resolve, outbox, sel, (RecordState.DEAD,))
-        )
-        requeued = await asyncio.to_thread(outbox.requeue_dead, ids)
-        yield done(f"requeued {len(requeued)} dead record(s)")
+        yield done(await requeue_records(outbox, sel))
     elif sub == "purge":
         sel = _selection(rest)
         if sel is None:
@@ -130,18 +155,11 @@ async def outbox_flow(deps: OutboxDeps, args: str, *, has_ui: bool) -> Flow:
                 "warning",
             )
             return
-        states = (RecordState.DEAD, RecordState.QUARANTINED)
-        targets: AllRecords | list[str] = sel
-        what = "all dead and quarantined records"
-        if isinstance(sel, list):
-            resolved = await asyncio.to_thread(_resolve, outbox, sel, states)
-            targets, what = resolved, f"{len(resolved)} record(s)"
+        targets, what = await purge_targets(outbox, sel)
         sure: Answer = yield step("confirm", f"Purge {what}?", "They will never be delivered.")
         if sure is not True:
             yield done("Not confirmed: nothing was purged.")
             return
-        purged = await asyncio.to_thread(outbox.purge_dead, targets)
-        purged += await asyncio.to_thread(outbox.purge_quarantined, targets)
-        yield done(f"purged {len(purged)} record(s)")
+        yield done(await purge_records(outbox, targets))
     else:
         yield done(USAGE, "warning")

@@ -12,6 +12,7 @@ from pi_memory_bridge.commands.status import render_status
 from pi_memory_bridge.engine.backend_slot import BackendSlot
 from pi_memory_bridge.engine.skills import skill_source
 from pi_memory_bridge.engine.status import Status
+from pi_memory_bridge.recall.trace_log import TraceLog
 from pi_memory_bridge.rpc.errors import InvalidParams
 from pi_memory_bridge.sidecar.protocol import CommandAnswerParams, CommandRunParams, CommandStep
 from pi_memory_bridge.tools.memory import ToolFailure, memory_save
@@ -31,7 +32,9 @@ class Commands:
             "outbox": self._outbox_flow,
             "setup": self._setup_flow,
             "sync-skills": self._sync_skills_flow,
+            "ui": self._inspector_flow,
         }
+        self.traces: TraceLog | None = None  # forget blanks what the recall traces kept
 
     async def run(self, p: CommandRunParams) -> CommandStep:
         make = self._table.get(p.name)
@@ -60,8 +63,15 @@ class Commands:
             remove_pending=(lambda ids: delivery.remove_pending(ids, backend))
             if delivery is not None
             else None,
+            forgotten=self.traces.scrub_forgotten if self.traces is not None else None,
         )
         return forget_flow(deps, p.args, has_ui=p.has_ui)
+
+    def _inspector_flow(self, p: CommandRunParams) -> Flow:
+        from pi_memory_bridge.commands.inspector_launch import InspectorDeps, inspector_flow
+
+        deps = InspectorDeps(agent_dir=self._slot.agent_dir, cwd=self._cwd, env=self._env)
+        return inspector_flow(deps)
 
     def _sync_skills_flow(self, p: CommandRunParams) -> Flow:
         from pi_memory_bridge.skills import SyncDeps, sync_skills_flow

@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from pi_memory_bridge.commands.status import StatusReport
-from pi_memory_bridge.config import LoadedConfig
+from pi_memory_bridge.config import LoadedConfig, data_dir
 from pi_memory_bridge.engine import footer
 from pi_memory_bridge.engine.backend_slot import BackendSlot
 from pi_memory_bridge.engine.capture import Capture
@@ -24,6 +24,7 @@ from pi_memory_bridge.engine.skills import SkillCapture
 from pi_memory_bridge.engine.status import Status
 from pi_memory_bridge.engine.tools import Tools
 from pi_memory_bridge.outbox import OutboxCounts
+from pi_memory_bridge.recall.trace_log import TraceLog, open_trace_log
 from pi_memory_bridge.sidecar.protocol import (
     CommandAnswerParams,
     CommandRunParams,
@@ -65,6 +66,7 @@ class Engine:
         self._tools = Tools(loaded, self.slot)
         self._status = Status(loaded, self.slot, self.sessions, self._recall, self._capture.stats, log_file)
         self._commands = Commands(self.slot, self._status, cwd=cwd, env=env)
+        self.traces: TraceLog | None = None
 
     @classmethod
     async def open(
@@ -79,6 +81,9 @@ class Engine:
     ) -> Engine:
         """The engine with its outbox and backend opened (or their failures recorded)."""
         engine = cls(loaded, agent_dir, cwd, env=env, notify=notify, log_file=log_file)
+        engine.traces = engine._recall.traces = engine._commands.traces = await open_trace_log(
+            data_dir(agent_dir)
+        )
         await engine.slot.start()
         engine._notifier.started = True
         return engine

@@ -6,6 +6,7 @@ from pi_memory_bridge.config import LoadedConfig
 from pi_memory_bridge.engine import footer
 from pi_memory_bridge.engine.backend_slot import BackendSlot
 from pi_memory_bridge.recall import Layer, RecallBudget, RecallOutcome, recall
+from pi_memory_bridge.recall.trace_log import TraceLog
 from pi_memory_bridge.sidecar.protocol import LayerReport, RecallParams, RecallResult
 
 
@@ -31,6 +32,7 @@ class Recall:
         self._loaded = loaded
         self._slot = slot
         self.last: RecallOutcome | None = None
+        self.traces: TraceLog | None = None  # each prompt's recall trace, for the inspector
 
     async def answer(self, p: RecallParams) -> RecallResult:
         cfg = self._loaded.config
@@ -58,6 +60,7 @@ class Recall:
             p.prompt,
             recall_budget(self._loaded),
             live_user_timestamps=frozenset(p.live_user_timestamps),
+            recorder=self.traces,
         )
         if outcome.outcome != "skipped":
             self.last = outcome

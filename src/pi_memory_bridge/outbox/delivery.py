@@ -37,6 +37,7 @@ class PendingMatch:
     id: str
     created_at: datetime | None
     text: str
+    user_text: str = ""  # what the user said: a recall trace may hold it as its prompt
 
 
 class CaptureDelivery:
@@ -90,7 +91,7 @@ class CaptureDelivery:
                     continue
                 text = f"user: {entry.turn.user_text} / assistant: {entry.turn.assistant_text}"
                 if needle in text.casefold() or (terms and overlap_score(terms, text) >= 0.5):
-                    found.append(PendingMatch(entry.id, entry.created_at, text))
+                    found.append(PendingMatch(entry.id, entry.created_at, text, entry.turn.user_text))
         return found
 
     async def remove_pending(self, ids: Sequence[str], backend: MemoryBackend | None) -> DeleteReport:

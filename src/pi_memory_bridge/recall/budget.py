@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Literal
 
 from pi_memory_bridge.recall.boundary import WRAPPER_OVERHEAD, wrap
 from pi_memory_bridge.recall.items import (
@@ -18,18 +20,46 @@ ELLIPSIS = "…"
 _MIN_TRUNCATED_ITEM = 40  # below this a cut item says too little to be worth its header
 
 
-def dedupe(layers: Mapping[Layer, Sequence[RecallItem]]) -> dict[Layer, list[RecallItem]]:
-    seen: set[str] = set()
+Fate = Literal["injected", "truncated", "budget", "duplicate"]
+
+
+@dataclass(frozen=True, slots=True)
+class ItemFate:
+    """What became of one recalled item (for the recall trace)."""
+
+    item: RecallItem
+    fate: Fate
+    detail: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class RenderedBlock:
+    block: str | None
+    counts: dict[Layer, int]  # items of each layer that made it in
+    fates: tuple[ItemFate, ...]
+
+
+def _dedupe(
+    layers: Mapping[Layer, Sequence[RecallItem]],
+) -> tuple[dict[Layer, list[RecallItem]], list[ItemFate]]:
+    seen: dict[str, Layer] = {}
     out: dict[Layer, list[RecallItem]] = {}
+    dropped: list[ItemFate] = []
     for layer in LAYER_ORDER:
         kept: list[RecallItem] = []
         for item in layers.get(layer, ()):
-            if item.dedupe_key in seen:
+            first = seen.get(item.dedupe_key)
+            if first is not None:
+                dropped.append(ItemFate(item, "duplicate", f"same text as an item of {first}"))
                 continue
-            seen.add(item.dedupe_key)
+            seen[item.dedupe_key] = layer
             kept.append(item)
         out[layer] = kept
-    return out
+    return out, dropped
+
+
+def dedupe(layers: Mapping[Layer, Sequence[RecallItem]]) -> dict[Layer, list[RecallItem]]:
+    return _dedupe(layers)[0]
 
 
 def _section_cost(layer: Layer, rendered: Sequence[str]) -> int:
@@ -65,32 +95,45 @@ def render_block(
 
     Returns the block and how many items of each layer made it in.
     """
-    unique = dedupe(layers)
+    rendered = render_block_detailed(layers, max_chars)
+    return rendered.block, rendered.counts
+
+
+def render_block_detailed(layers: Mapping[Layer, Sequence[RecallItem]], max_chars: int) -> RenderedBlock:
+    """`render_block`, also saying for each item whether it went in, was cut, or why not."""
+    unique, fates = _dedupe(layers)
     rendered = {layer: [item.render() for item in unique[layer]] for layer in LAYER_ORDER}
     wants = {layer: _section_cost(layer, r) if r else 0 for layer, r in rendered.items()}
     available = max_chars - WRAPPER_OVERHEAD
     counts = dict.fromkeys(LAYER_ORDER, 0)
     if available <= 0:
-        return None, counts
+        fates += [ItemFate(i, "budget", "no room at all") for layer in LAYER_ORDER for i in unique[layer]]
+        return RenderedBlock(None, counts, tuple(fates))
     allot = allocate(wants, available)
     sections: list[str] = []
     for layer in LAYER_ORDER:
         budget = allot[layer] - 2 - len(SECTION_TITLES[layer])
         lines: list[str] = []
-        for text in rendered[layer]:
+        for index, text in enumerate(rendered[layer]):
+            item = unique[layer][index]
             cost = 1 + len(text)
-            if cost <= budget:
+            if cost <= budget and len(lines) == index:
                 lines.append(text)
                 budget -= cost
+                fates.append(ItemFate(item, "injected"))
                 continue
-            if budget - 1 >= _MIN_TRUNCATED_ITEM:
+            if len(lines) == index and budget - 1 >= _MIN_TRUNCATED_ITEM:
                 lines.append(_truncate(text, budget - 1))
-            break
+                fates.append(ItemFate(item, "truncated", f"cut to {budget - 1} of {len(text)} characters"))
+                budget = 0
+                continue
+            used_up = f"{layer}'s share of the {max_chars}-character budget was used up"
+            fates.append(ItemFate(item, "budget", used_up))
         if lines:
             counts[layer] = len(lines)
             sections.append("\n".join([SECTION_TITLES[layer], *lines]))
     if not sections:
-        return None, counts
+        return RenderedBlock(None, counts, tuple(fates))
     block = wrap(sections)
     assert len(block) <= max_chars, (len(block), max_chars)
-    return block, counts
+    return RenderedBlock(block, counts, tuple(fates))

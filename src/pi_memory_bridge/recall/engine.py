@@ -5,15 +5,16 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable, Coroutine, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from pi_memory_bridge.backends.base import Capability, MemoryBackend
 from pi_memory_bridge.deadline import recall_deadline
-from pi_memory_bridge.recall.budget import render_block
+from pi_memory_bridge.recall.budget import ItemFate, render_block_detailed
 from pi_memory_bridge.recall.items import LAYER_ORDER, Layer, RecallItem
 from pi_memory_bridge.recall.layers import LayerQuery, fetch_l0, fetch_l1, fetch_l2, fetch_l3, fetch_skills
+from pi_memory_bridge.recall.trace import RecallTrace, TraceLayer, TraceRecorder, build_trace
 from pi_memory_bridge.recall.trivial import is_trivial_prompt
 from pi_memory_bridge.redact import redact_text
 
@@ -97,13 +98,18 @@ async def recall(
     budget: RecallBudget,
     *,
     live_user_timestamps: frozenset[int] = frozenset(),
+    recorder: TraceRecorder | None = None,
 ) -> RecallOutcome:
     started = time.perf_counter()
     if budget.skip_trivial and is_trivial_prompt(prompt, budget.min_prompt_chars):
-        return RecallOutcome("skipped", None, (), 0.0, 0)
+        skipped_outcome = RecallOutcome("skipped", None, (), 0.0, 0)
+        if recorder is not None:
+            recorder.record(_trace(prompt, budget, skipped_outcome, (), ()))
+        return skipped_outcome
     query = build_query(prompt)
     # seen by the layers' tasks and threads (they copy the context when they are created)
     due = recall_deadline.set(time.monotonic() + budget.deadline_ms / 1000)
+    queries: list[LayerQuery] = []
     tasks: dict[Layer, asyncio.Task[list[RecallItem]]] = {}
     finished_at: dict[Layer, float] = {}
     skipped: list[LayerResult] = []
@@ -113,7 +119,8 @@ async def recall(
         if limit <= 0 or capability not in backend.capabilities:
             skipped.append(LayerResult(layer, "skipped", 0, 0.0))
             continue
-        task = asyncio.create_task(fetch(backend, LayerQuery(query, limit, live_user_timestamps)))
+        queries.append(LayerQuery(query, limit, live_user_timestamps))
+        task = asyncio.create_task(fetch(backend, queries[-1]))
         task.add_done_callback(_stamp(finished_at, layer))
         tasks[layer] = task
     recall_deadline.reset(due)
@@ -134,7 +141,8 @@ async def recall(
             continue
         items[layer] = task.result()
         results[layer] = LayerResult(layer, "ok" if items[layer] else "empty", len(items[layer]), ms)
-    block, counts = render_block(items, budget.max_chars)
+    rendered = render_block_detailed(items, budget.max_chars)
+    block, counts = rendered.block, rendered.counts
     final = tuple(
         LayerResult(r.layer, r.state, counts.get(r.layer, 0), r.ms, r.error) if r.state == "ok" else r
         for r in (results[layer] for layer in LAYER_ORDER)
@@ -146,4 +154,31 @@ async def recall(
     else:
         outcome = "unavailable" if troubled else "empty"
     elapsed = (time.perf_counter() - started) * 1000
-    return RecallOutcome(outcome, block, final, elapsed, len(block or ""))
+    result = RecallOutcome(outcome, block, final, elapsed, len(block or ""))
+    if recorder is not None:
+        live = [i for q in queries for i in q.live_skipped]
+        recorder.record(_trace(prompt, budget, result, rendered.fates, live))
+    return result
+
+
+def _trace(
+    prompt: str,
+    budget: RecallBudget,
+    outcome: RecallOutcome,
+    fates: Sequence[ItemFate],
+    live_skipped: Sequence[RecallItem],
+) -> RecallTrace:
+    return build_trace(
+        prompt=prompt,
+        outcome=outcome.outcome,
+        elapsed_ms=outcome.elapsed_ms,
+        chars=outcome.chars,
+        deadline_ms=budget.deadline_ms,
+        max_chars=budget.max_chars,
+        layers=[
+            TraceLayer(layer=str(r.layer), state=r.state, items=r.items, ms=round(r.ms, 2), error=r.error)
+            for r in outcome.layers
+        ],
+        fates=fates,
+        live_skipped=live_skipped,
+    )

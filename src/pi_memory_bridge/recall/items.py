@@ -32,6 +32,7 @@ SECTION_TITLES = {
 LAYER_SHARES = {Layer.L3: 0.20, Layer.L1: 0.25, Layer.L2: 0.20, Layer.L0: 0.20, Layer.SKILL: 0.15}
 # Which layers receive unused share first.
 OVERFLOW_PRIORITY = (Layer.L1, Layer.L0, Layer.L2, Layer.L3, Layer.SKILL)
+PLAIN_CHARS = 600  # how much of an item a recall trace keeps
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,6 +41,10 @@ class RecallItem:
     label: str  # already escaped, single line
     body: str  # already redacted and escaped
     dedupe_key: str
+    # for recall traces only, never rendered into the block
+    source_id: str = ""  # the memory id, turn id or note path the item came from
+    score: float | None = None  # the backend's ranking score, when it gives one
+    plain: str = ""  # redacted, not escaped: what a person reads in the trace
 
     def render(self) -> str:
         """`- [label] first line`, continuation lines indented, so no item can forge a header."""
@@ -55,7 +60,15 @@ def dedupe_key(text: str) -> str:
     return _NON_WORD.sub(" ", unicodedata.normalize("NFKC", text).casefold()).strip()
 
 
-def make_item(layer: Layer, label: str, text: str, *, key_text: str | None = None) -> RecallItem | None:
+def make_item(
+    layer: Layer,
+    label: str,
+    text: str,
+    *,
+    key_text: str | None = None,
+    source_id: str = "",
+    score: float | None = None,
+) -> RecallItem | None:
     """Redact then escape; None when nothing is left to show."""
     clean = redact_text(text.strip()).text.strip()
     if not clean:
@@ -64,4 +77,12 @@ def make_item(layer: Layer, label: str, text: str, *, key_text: str | None = Non
     key = dedupe_key(redact_text(key_text).text if key_text is not None else clean)
     if not key:
         return None
-    return RecallItem(layer=layer, label=safe_label, body=escape_field(clean), dedupe_key=key)
+    return RecallItem(
+        layer=layer,
+        label=safe_label,
+        body=escape_field(clean),
+        dedupe_key=key,
+        source_id=source_id,
+        score=score,
+        plain=clean[:PLAIN_CHARS],
+    )

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from pi_memory_bridge.backends.base import BackendError, MemoryBackend
 from pi_memory_bridge.recall.items import Layer, RecallItem, make_item
@@ -18,19 +18,23 @@ class LayerQuery:
     query: str
     limit: int
     live_user_timestamps: frozenset[int]
+    # turns left out because they are already in the model's context (for the recall trace)
+    live_skipped: list[RecallItem] = field(default_factory=list)
 
 
 async def fetch_l3(backend: MemoryBackend, q: LayerQuery) -> list[RecallItem]:
     profile = await backend.read_profile()
     if profile is None:
         return []
-    item = make_item(Layer.L3, "profile", profile.content)
+    item = make_item(Layer.L3, "profile", profile.content, source_id=profile.path or "profile")
     return [item] if item else []
 
 
 async def fetch_l1(backend: MemoryBackend, q: LayerQuery) -> list[RecallItem]:
     memories = await backend.search_atomic(q.query, q.limit)
-    items = (make_item(Layer.L1, m.type, m.content) for m in memories[: q.limit])
+    items = (
+        make_item(Layer.L1, m.type, m.content, source_id=m.id, score=m.score) for m in memories[: q.limit]
+    )
     return [i for i in items if i is not None]
 
 
@@ -39,14 +43,16 @@ async def fetch_l0(backend: MemoryBackend, q: LayerQuery) -> list[RecallItem]:
     hits = await backend.search_conversation(q.query, q.limit + min(8, len(q.live_user_timestamps)))
     items: list[RecallItem] = []
     for hit in hits:
-        if round(hit.created_at.timestamp() * 1000) in q.live_user_timestamps:
-            continue  # already in the model's context
         sides = (("user", hit.user_text.strip()), ("assistant", hit.assistant_text.strip()))
         text = "\n".join(f"{role}: {said}" for role, said in sides if said)
         label = hit.created_at.strftime("%Y-%m-%d")
-        item = make_item(Layer.L0, label, text)
-        if item is not None:
-            items.append(item)
+        item = make_item(Layer.L0, label, text, source_id=hit.turn_id, score=hit.score)
+        if item is None:
+            continue
+        if round(hit.created_at.timestamp() * 1000) in q.live_user_timestamps:
+            q.live_skipped.append(item)  # already in the model's context
+            continue
+        items.append(item)
         if len(items) >= q.limit:
             break
     return items
@@ -69,7 +75,7 @@ async def fetch_l2(backend: MemoryBackend, q: LayerQuery) -> list[RecallItem]:
             if not isinstance(note, BackendError | OSError):
                 raise note
             continue
-        item = make_item(Layer.L2, note.path, note.content)
+        item = make_item(Layer.L2, note.path, note.content, source_id=note.path)
         if item is not None:
             items.append(item)
     return items
@@ -81,7 +87,12 @@ async def fetch_skills(backend: MemoryBackend, q: LayerQuery) -> list[RecallItem
     for hit in hits[: q.limit]:
         body = "\n".join(p for p in (hit.description.strip(), hit.snippet.strip()) if p)
         item = make_item(
-            Layer.SKILL, f"{hit.name} id={hit.id}", body or hit.name, key_text=f"{hit.name}\n{body}"
+            Layer.SKILL,
+            f"{hit.name} id={hit.id}",
+            body or hit.name,
+            key_text=f"{hit.name}\n{body}",
+            source_id=hit.id,
+            score=hit.score,
         )
         if item is not None:
             items.append(item)

@@ -29,6 +29,7 @@ from pi_memory_bridge.backends.base import (
     ConversationHit,
     ConversationTurn,
     DeleteReport,
+    EditResult,
     Profile,
     SaveResult,
     ScenarioEntry,
@@ -69,6 +70,7 @@ class LocalBackend:
             Capability.L1_SEARCH,
             Capability.L1_SAVE,
             Capability.L1_DELETE,
+            Capability.L1_EDIT,
             Capability.L2_SCENARIOS,
             Capability.L3_PROFILE,
         }
@@ -146,6 +148,9 @@ class LocalBackend:
 
     async def delete_atomic(self, ids: Sequence[str]) -> DeleteReport:
         return await asyncio.to_thread(self.store.delete_atomic, list(ids))
+
+    async def edit_atomic(self, memory_id: str, content: str, type: str) -> EditResult:
+        return await asyncio.to_thread(self.store.edit_atomic, memory_id, content, type)
 
     # --- L2 / L3 ------------------------------------------------------------------------------
 

@@ -26,6 +26,7 @@ from pi_memory_bridge.backends.base import (
     ConversationHit,
     ConversationTurn,
     DeleteReport,
+    EditResult,
     SaveResult,
     ToolEvidence,
 )
@@ -107,6 +108,18 @@ def _atomic_type(value: str) -> AtomicType:
     except ValueError:
         allowed = ", ".join(t.value for t in AtomicType)
         raise BackendRejected(f"unknown atomic memory type {value!r} (expected one of: {allowed})") from None
+
+
+def _checked_atomic(content: str, type: str) -> tuple[AtomicType, str, str, str]:
+    """(type, text, duplicate key, index tokens) of a memory about to be written; BackendRejected if bad."""
+    kind = _atomic_type(type)
+    text = content.strip()
+    if len(text) > MAX_ATOMIC_CHARS:
+        raise BackendRejected(f"atomic memory too long ({len(text)} > {MAX_ATOMIC_CHARS} characters)")
+    key = content_key(text)
+    if not key:
+        raise BackendRejected("atomic memory content is empty")
+    return kind, text, key, _tokens(text)
 
 
 @dataclass(frozen=True, slots=True)
@@ -305,16 +318,11 @@ class SqliteMemoryStore:
     def save_atomic(self, content: str, type: str, source: str, tags: Sequence[str] = ()) -> SaveResult:
         """Save one L1 memory; `tags` (short topic words, e.g. from consolidation) are searched
         and embedded with it but are not part of its identity (duplicate detection)."""
-        kind = _atomic_type(type)
-        text = content.strip()
+        kind, text, key, tokens = _checked_atomic(content, type)
         tag_text = clean_tags(tags)
-        if len(text) > MAX_ATOMIC_CHARS:
-            raise BackendRejected(f"atomic memory too long ({len(text)} > {MAX_ATOMIC_CHARS} characters)")
-        key = content_key(text)
-        if not key:
-            raise BackendRejected("atomic memory content is empty")
+        if tag_text:
+            tokens = _tokens(f"{text}\n{tag_text}")
         memory_id = "at-" + hashlib.sha256(key.encode()).hexdigest()[:24]
-        tokens = _tokens(f"{text}\n{tag_text}" if tag_text else text)
         with self._writing("saving an atomic memory") as conn:
             row = conn.execute("SELECT memory_id FROM atomic WHERE content_key = ?", (key,)).fetchone()
             if row is not None:
@@ -363,6 +371,44 @@ class SqliteMemoryStore:
 
     def delete_atomic(self, ids: Sequence[str]) -> DeleteReport:
         return self._delete(ids, ATOMIC_INDEX, "memory_id", "deleting atomic memories")
+
+    def edit_atomic(self, memory_id: str, content: str, type: str) -> EditResult:
+        """Replace a memory's text and type in place (same id), index and counts kept in step.
+
+        Like a delete, the old text must leave no trace in the file: secure_delete zeroes the
+        freed pages, the FTS merge drops the old postings and the checkpoint the old WAL pages.
+        """
+        kind, text, key, tokens = _checked_atomic(content, type)
+        # secure_delete is on for every connection of the pool (never switched off)
+        with self._pool.connection() as conn, translated(self._db_path, "editing an atomic memory"):
+            with self._transaction(conn):
+                row = conn.execute(
+                    "SELECT id, type, content, tokens, tags FROM atomic WHERE memory_id = ?",
+                    (memory_id,),
+                ).fetchone()
+                if row is None:
+                    raise BackendRejected(f"no memory {memory_id!r} (it may have been forgotten)")
+                rowid, old_type, old_text, old_tokens, tag_text = row
+                if tag_text:  # its topic tags stay searchable with the new text
+                    tokens = _tokens(f"{text}\n{tag_text}")
+                if old_text == text and old_type == kind.value:
+                    return EditResult(id=memory_id, changed=False)
+                twin = conn.execute(
+                    "SELECT memory_id FROM atomic WHERE content_key = ? AND id != ?", (key, rowid)
+                ).fetchone()
+                if twin is not None:
+                    raise BackendRejected(f"another memory ({twin[0]}) already says this")
+                conn.execute(
+                    "UPDATE atomic SET type = ?, content = ?, content_key = ?, tokens = ?, "
+                    "updated_at = ? WHERE id = ?",
+                    (kind.value, text, key, tokens, _now(), rowid),
+                )
+                old_terms, new_terms = fts.distinct_terms([old_tokens]), fts.distinct_terms([tokens])
+                fts.add_document_frequencies(conn, ATOMIC_INDEX, [old_terms], sign=-1)
+                fts.add_document_frequencies(conn, ATOMIC_INDEX, [new_terms])
+                fts.purge_deleted(conn, ATOMIC_INDEX)
+            conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
+        return EditResult(id=memory_id, changed=True)
 
     # --- shared -------------------------------------------------------------------------------
 

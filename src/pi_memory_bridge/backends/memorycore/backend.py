@@ -54,6 +54,7 @@ from pi_memory_bridge.backends.base import (
     ConversationHit,
     ConversationTurn,
     DeleteReport,
+    EditResult,
     Profile,
     SaveResult,
     ScenarioEntry,
@@ -351,6 +352,12 @@ class MemoryCoreBackend:
     async def save_atomic(self, content: str, type: str, source: str) -> SaveResult:
         raise BackendRejected(
             "MemoryCore extracts L1 memories from conversations itself; they cannot be saved directly"
+        )
+
+    async def edit_atomic(self, memory_id: str, content: str, type: str) -> EditResult:
+        # atomic/update is broken on a standalone server (reference/memorycore-sdk.md §3)
+        raise BackendRejected(
+            "MemoryCore memories cannot be edited here; forget it and let it be learned again"
         )
 
     # --- L2 / L3 --------------------------------------------------------------------------------

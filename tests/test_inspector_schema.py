@@ -1,0 +1,184 @@
+"""The inspector reads the L1 fields a newer store adds (validity, supersede links, source turns,
+projects, learning jobs) when they are there, and works without them."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sqlite3
+from collections.abc import AsyncIterator, Callable
+from datetime import UTC, datetime
+from pathlib import Path
+
+import httpx
+import pytest
+
+from pi_memory_bridge.backends.base import ConversationTurn
+from pi_memory_bridge.backends.local import LocalBackend
+from pi_memory_bridge.ui.app import create_app
+from pi_memory_bridge.ui.security import Guard
+from pi_memory_bridge.ui.service import Inspector
+from pi_memory_bridge.ui.store_view import StoreView
+
+T0 = datetime(2026, 2, 1, tzinfo=UTC)
+PORT = 48124
+
+
+async def _seed(data: Path) -> tuple[str, str]:
+    backend = LocalBackend(data)
+    old = await backend.save_atomic("we use MySQL for the orders service", "fact", "learning")
+    new = await backend.save_atomic("we moved the orders service to PostgreSQL", "fact", "learning")
+    await backend.add_turns(
+        [ConversationTurn("t-said", "pi-s-main", "we moved to PostgreSQL", "noted", T0, "s")]
+    )
+    await backend.close()
+    return old.id, new.id
+
+
+def _other_names(db: Path, old: str, new: str) -> None:
+    """Plausible other names for the same fields (valid_until, status, a jobs table keyed by rowid)."""
+    with sqlite3.connect(db) as conn:
+        for column in ("valid_until TEXT", "superseded_by TEXT", "source_turn_ids TEXT", "project TEXT"):
+            conn.execute(f"ALTER TABLE atomic ADD COLUMN {column}")
+        conn.execute(
+            "UPDATE atomic SET valid_until = ?, superseded_by = ?, project = 'orders' WHERE memory_id = ?",
+            (T0.isoformat(), new, old),
+        )
+        conn.execute(
+            "UPDATE atomic SET source_turn_ids = ?, project = 'orders' WHERE memory_id = ?",
+            ("t-said, t-forgotten", new),
+        )
+        conn.execute(
+            "CREATE TABLE learning_jobs (id INTEGER PRIMARY KEY, started_at TEXT, state TEXT, superseded INT)"
+        )
+        conn.execute(
+            "INSERT INTO learning_jobs (started_at, state, superseded) VALUES (?, 'applied', 1)",
+            (T0.isoformat(),),
+        )
+
+
+def _learning_v3(db: Path, old: str, new: str) -> None:
+    """The learning step's schema v3, by its names (origin, observed_at, valid_to, job_id, its jobs table)."""
+    with sqlite3.connect(db) as conn:
+        for column in (
+            "origin TEXT",
+            "source_turn_ids TEXT NOT NULL DEFAULT '[]'",
+            "observed_at TEXT",
+            "valid_to TEXT",
+            "superseded_by TEXT",
+            "project TEXT",
+            "job_id TEXT",
+        ):
+            conn.execute(f"ALTER TABLE atomic ADD COLUMN {column}")
+        conn.execute("UPDATE atomic SET origin = 'learned', observed_at = created_at, job_id = 'job-1'")
+        conn.execute(
+            "UPDATE atomic SET valid_to = ?, superseded_by = ?, project = 'orders' WHERE memory_id = ?",
+            (T0.isoformat(), new, old),
+        )
+        conn.execute(
+            "UPDATE atomic SET source_turn_ids = ?, project = 'orders' WHERE memory_id = ?",
+            (json.dumps(["t-said", "t-forgotten"]), new),
+        )
+        conn.execute(
+            "CREATE TABLE learning_jobs (job_id TEXT PRIMARY KEY, created_at TEXT NOT NULL, state TEXT, "
+            "reason TEXT, model TEXT, input_tokens INT, output_tokens INT, turns INT, added INT, "
+            "skipped INT, superseded INT, merged INT, proposed INT, undone_at TEXT) WITHOUT ROWID"
+        )
+        conn.execute(
+            "INSERT INTO learning_jobs VALUES "
+            "('job-1', ?, 'applied', '', 'fake/model', 900, 80, 3, 1, 0, 1, 0, 0, NULL)",
+            (T0.isoformat(),),
+        )
+
+
+NEWER = pytest.mark.parametrize("newer", [_learning_v3, _other_names], ids=["learning-v3", "other-names"])
+Newer = Callable[[Path, str, str], None]
+
+
+@pytest.fixture
+async def agent(tmp_path: Path) -> tuple[Path, str, str]:
+    old, new = await _seed(tmp_path / "agent" / "memory-bridge")
+    return tmp_path / "agent", old, new
+
+
+async def test_the_old_schema_has_no_optional_fields(agent: tuple[Path, str, str]) -> None:
+    root, old, _ = agent
+    view = StoreView(root / "memory-bridge" / "memory.sqlite3")
+    try:
+        assert view.l1_fields == frozenset()
+        page = view.memories()
+        assert page.total == 2 and all(m.active for m in page.rows)
+        assert view.learning().present is False and view.projects() == ()
+        detail = view.memory(old)
+        assert detail is not None and detail.successor is None and detail.source_turns == ()
+    finally:
+        view.close()
+
+
+@NEWER
+async def test_the_newer_schema_shows_validity_links_sources_and_jobs(
+    agent: tuple[Path, str, str], newer: Newer
+) -> None:
+    root, old, new = agent
+    db = root / "memory-bridge" / "memory.sqlite3"
+    await asyncio.to_thread(newer, db, old, new)
+    view = StoreView(db)
+    try:
+        assert {"valid_until", "superseded_by", "source_turn_ids", "project"} <= view.l1_fields
+        current = view.memories()
+        assert [m.id for m in current.rows] == [new] and current.total == 1  # the superseded one is hidden
+        assert {m.id for m in view.memories(include_inactive=True).rows} == {old, new}
+        assert view.projects() == ("orders",) and view.counts().active_memories == 1
+        old_detail = view.memory(old)
+        assert old_detail is not None and not old_detail.memory.active
+        assert old_detail.successor is not None and old_detail.successor.id == new
+        new_detail = view.memory(new)
+        assert new_detail is not None and [p.id for p in new_detail.predecessors] == [old]
+        assert [t.turn_id for t in new_detail.source_turns] == ["t-said"]
+        assert new_detail.missing_turn_ids == ("t-forgotten",)
+        jobs = view.learning()
+        assert (
+            jobs.present and jobs.jobs[0].get("state") == "applied" and jobs.jobs[0].get("superseded") == "1"
+        )
+    finally:
+        view.close()
+
+
+@pytest.fixture
+async def client(agent: tuple[Path, str, str]) -> AsyncIterator[httpx.AsyncClient]:
+    root, old, new = agent
+    await asyncio.to_thread(_learning_v3, root / "memory-bridge" / "memory.sqlite3", old, new)
+    insp = await Inspector.open(
+        root, root.parent, {"PI_CODING_AGENT_DIR": str(root), "HOME": str(root.parent)}
+    )
+    transport = httpx.ASGITransport(app=create_app(insp, Guard(port=PORT, token="tok")))
+    async with httpx.AsyncClient(transport=transport, base_url=f"http://127.0.0.1:{PORT}") as c:
+        c.cookies.set(f"pmb_inspector_{PORT}", "tok")
+        yield c
+    await insp.close()
+
+
+async def test_the_pages_show_the_newer_fields(
+    client: httpx.AsyncClient, agent: tuple[Path, str, str]
+) -> None:
+    _, old, new = agent
+    listing = (await client.get("/memories")).text
+    assert "PostgreSQL" in listing and "MySQL" not in listing and "include no longer current" in listing
+    everything = (await client.get("/memories?all=1&project=orders")).text
+    assert "MySQL" in everything and "superseded" in everything
+    old_page = (await client.get(f"/memories/{old}")).text
+    assert (
+        "Replaced by" in old_page
+        and f'href="/memories/{new}"' in old_page
+        and "No longer true since" in old_page
+    )
+    new_page = (await client.get(f"/memories/{new}")).text
+    assert (
+        "Learned from" in new_page
+        and 'href="/conversation/t-said"' in new_page
+        and "forgotten since" in new_page
+    )
+    assert "Replaces" in new_page
+    jobs = (await client.get("/learning")).text
+    assert "created at" in jobs and "applied" in jobs and "superseded" in jobs and "/tdai-memory-undo" in jobs
+    assert "learned from your conversations" in new_page and "Learning job" in new_page

@@ -58,6 +58,9 @@ class LocalBackend:
             Capability.L1_SEARCH,
             Capability.L1_SAVE,
             Capability.L1_DELETE,
+            Capability.L1_LIST,
+            Capability.L1_UPDATE,
+            Capability.L0_LIST,
             Capability.L2_SCENARIOS,
             Capability.L3_PROFILE,
         }
@@ -97,6 +100,19 @@ class LocalBackend:
 
     async def delete_atomic(self, ids: Sequence[str]) -> DeleteReport:
         return await asyncio.to_thread(self.store.delete_atomic, list(ids))
+
+    async def list_atomic(
+        self, limit: int, offset: int = 0, type: str | None = None, ids: Sequence[str] | None = None
+    ) -> list[AtomicMemory]:
+        return await asyncio.to_thread(self.store.list_atomic, limit, offset, type, ids)
+
+    async def update_atomic(self, memory_id: str, content: str) -> AtomicMemory:
+        return await asyncio.to_thread(self.store.update_atomic, memory_id, content)
+
+    async def list_conversation(
+        self, limit: int, offset: int = 0, ids: Sequence[str] | None = None
+    ) -> list[ConversationHit]:
+        return await asyncio.to_thread(self.store.list_turns, limit, offset, ids)
 
     # --- L2 / L3 ------------------------------------------------------------------------------
 

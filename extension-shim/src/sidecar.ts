@@ -6,6 +6,7 @@ import { spawn, type ChildProcess } from "node:child_process";
 import { existsSync } from "node:fs";
 import { dirname, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
+import { locateSidecar } from "./locate.ts";
 import { RpcClient, RpcClosed, RpcError, RpcTimeout } from "./rpc.ts";
 import { PROTOCOL_VERSION, type InitializeParams, type InitializeResult } from "./protocol.ts";
 
@@ -143,7 +144,9 @@ export class Sidecar {
 	}
 
 	private spawnChild(): void {
-		const { cmd, args } = resolveCommand(this.env);
+		const found = locateSidecar(this.env, SHIM_DIR);
+		if (!found.ok) return this.fail(found.reason);
+		const { cmd, args } = found;
 		this.state = "starting";
 		this.lastError = undefined;
 		let child: ChildProcess;

@@ -7,6 +7,8 @@ import os
 import sys
 from pathlib import Path
 
+from pi_memory_bridge.cli import memory_args
+
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="pi-memory-bridge", description=__doc__)
@@ -14,11 +16,13 @@ def _parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command")
     sub.add_parser("serve", help="run the sidecar on stdin/stdout (what the Pi extension starts)")
     sub.add_parser("doctor", help="check config, backend, data dir and that Pi can load the extension")
-    search = sub.add_parser("search", help="search stored memory (L1 and L0)")
-    search.add_argument("query")
+    search = sub.add_parser("search", help="search stored memory (L1 and L0); empty: the most recent")
+    search.add_argument("query", nargs="?", default="")
     search.add_argument("--limit", type=int, default=5)
     forget = sub.add_parser("forget", help="find memories, preview them, choose, confirm and delete")
-    forget.add_argument("query")
+    forget.add_argument("query", nargs="?", default="")
+    memory_args.add_script_flags(search, forget)
+    memory_args.add_parsers(sub)
     sub.add_parser(
         "setup", help="configure the MemoryCore backend interactively (endpoint, keys, team, agent)"
     )
@@ -29,6 +33,8 @@ def _parser() -> argparse.ArgumentParser:
         default=["status"],
         help="status | list [state] | flush | requeue <id|all> | purge <id|all>",
     )
+    outbox.add_argument("--id", action="append", default=[], help="purge/requeue: exactly this record")
+    outbox.add_argument("--yes", action="store_true", help="purge: do not ask")
     return parser
 
 
@@ -52,10 +58,18 @@ def main(argv: list[str] | None = None) -> int:
         checks = run_checks(os.environ, Path.cwd())
         print(render(checks))
         return 0 if all(c.ok or c.warning for c in checks) else 1
-    if args.command == "search":
-        from pi_memory_bridge.cli.terminal import search
+    if args.command in memory_args.OWN:
+        from pi_memory_bridge.cli import memory_cmds
 
-        return search(args.query, args.limit)
+        return memory_cmds.dispatch(args)
+    if args.command == "search":
+        from pi_memory_bridge.cli import memory_cmds
+
+        return memory_cmds.search(args.query, args.limit, args.json)
+    if args.command == "forget" and (args.id or args.yes):
+        from pi_memory_bridge.cli import memory_cmds
+
+        return memory_cmds.forget_scripted(args.query, args.id, args.yes)
     if args.command == "forget":
         from pi_memory_bridge.cli.terminal import forget
 
@@ -67,6 +81,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "outbox":
         from pi_memory_bridge.cli.terminal import outbox
 
-        return outbox(" ".join(args.action))
+        action = " ".join([*args.action, *args.id]) if args.id else " ".join(args.action)
+        if args.yes:
+            return outbox(action, ask=lambda _q: "y")
+        return outbox(action)
     _parser().print_help(sys.stderr)
     return 2

@@ -170,3 +170,14 @@ async def _delete(deps: ForgetDeps, chosen: Sequence[ForgetCandidate]) -> list[s
             else:
                 lines.append(f"FAILED  {cand.preview()}: the store did not confirm the delete")
     return lines
+
+
+async def find_candidates(deps: ForgetDeps, query: str) -> tuple[list[ForgetCandidate], list[str]]:
+    """What `/tdai-memory-forget <query>` would offer, and what could not be searched."""
+    return await _search(deps, query)
+
+
+async def forget_chosen(deps: ForgetDeps, chosen: Sequence[ForgetCandidate]) -> list[str]:
+    """Delete exactly `chosen` (the caller has the user's confirmation); one report line each,
+    "deleted ..." or "FAILED ...", as `/tdai-memory-forget` reports them."""
+    return await _delete(deps, chosen)

@@ -1,7 +1,8 @@
 """The seam to the official MemoryCore SDK: a lazy import, and the narrow API this backend uses.
 
 The SDK (`tencentdb_agent_memory.v3`) is not on PyPI; `pi-memory-bridge install-sdk` installs it
-from its source repository at a pinned commit (PyPI refuses such a reference even in an extra). It is imported only when a MemoryCore backend is built, so
+from its source repository at a pinned commit (PyPI refuses such a reference even in an extra).
+It is imported only when a MemoryCore backend is built, so
 the rest of the sidecar works without it, and its absence becomes a `BackendConfigError` that
 carries the exact install command.
 

@@ -13,6 +13,7 @@ import asyncio
 import json
 import os
 import shlex
+import signal
 import subprocess
 import sys
 import tempfile
@@ -183,7 +184,7 @@ def _new_text(current: str, given: str | None) -> str | None:
     editor = os.environ.get("VISUAL") or os.environ.get("EDITOR")
     if not editor:
         print(f"current text:\n{current}")
-        return input("new text (empty to keep it): ")
+        return _asked(input, "new text (empty to keep it): ")
     fd, name = tempfile.mkstemp(prefix="pi-memory-", suffix=".txt")
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as handle:
@@ -209,8 +210,18 @@ async def _edit(backend: MemoryBackend, args: argparse.Namespace) -> int:
     return 0 if updated is not None else 1
 
 
+def _asked(ask: Ask, prompt: str) -> str:
+    """`ask(prompt)` with Ctrl-C raising KeyboardInterrupt, also inside the event loop (whose own
+    SIGINT handler would only cancel the task once the blocking read returns)."""
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        return ask(prompt)
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
 def _confirm(question: str, yes: bool, ask: Ask) -> bool:
-    return yes or ask(f"{question} [y/N] ").strip().lower() in ("y", "yes")
+    return yes or _asked(ask, f"{question} [y/N] ").strip().lower() in ("y", "yes")
 
 
 async def _import(backend: MemoryBackend, file: Path, yes: bool, ask: Ask) -> int:

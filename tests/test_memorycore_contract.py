@@ -59,7 +59,7 @@ def sdk(request: pytest.FixtureRequest) -> SdkBindings:
         return fake_sdk_bindings()
     pytest.importorskip(
         "tencentdb_agent_memory.v3",
-        reason="the official MemoryCore SDK is not installed (it is not on PyPI; pi-memory-bridge install-sdk installs it)",
+        reason="the MemoryCore SDK is not installed (`pi-memory-bridge install-sdk` installs it)",
     )
     return load_sdk()
 

@@ -49,22 +49,24 @@ def _run(argv: list[str], *, cwd: Path | None = None, env: dict[str, str] | None
     return proc.stdout
 
 
+def source_copy(out: Path) -> Path:
+    """The repository's files (tracked and new, not ignored) copied to `out`: a clean checkout of
+    the working tree, so builds leave nothing behind in the repository."""
+    listed = _run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"], cwd=REPO_ROOT)
+    for rel in filter(None, listed.split("\0")):
+        src = REPO_ROOT / rel
+        if src.is_file() and not src.is_symlink():
+            dst = out / rel
+            dst.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(src, dst)
+    return out
+
+
 def build_wheel(out: Path) -> Path:
     out.mkdir(parents=True, exist_ok=True)
-    _run(
-        [
-            sys.executable,
-            "-m",
-            "pip",
-            "wheel",
-            "--no-deps",
-            "--no-build-isolation",
-            "-w",
-            str(out),
-            str(REPO_ROOT),
-        ],
-        env=OFFLINE_PIP,
-    )
+    source = source_copy(out / "source")
+    pip = [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation"]
+    _run([*pip, "-w", str(out), str(source)], env=OFFLINE_PIP)
     [wheel] = out.glob("pi_memory_bridge-*.whl")
     return wheel
 
@@ -81,7 +83,9 @@ def repack(dist: importlib.metadata.Distribution, out: Path) -> Path:
     wheel_meta = (info / "WHEEL").read_text(encoding="utf-8")
     tags = [line.split(":", 1)[1].strip() for line in wheel_meta.splitlines() if line.startswith("Tag:")]
     name = re.sub(r"[-.]+", "_", dist.metadata["Name"])
-    target = out / f"{name}-{dist.version}-{tags[0]}.whl"
+    parts = [t.split("-") for t in tags]  # "py2-none-any", "py3-none-any" -> "py2.py3-none-any"
+    tag = "-".join(".".join(dict.fromkeys(p[i] for p in parts)) for i in range(3))
+    target = out / f"{name}-{dist.version}-{tag}.whl"
     records: list[tuple[str, str, str]] = []
     with zipfile.ZipFile(target, "w", zipfile.ZIP_DEFLATED) as zf:
         for file in dist.files or []:

@@ -183,3 +183,27 @@ def test_install_sdk_prints_the_pinned_command(tmp_path: Path) -> None:
     run = _cli(tmp_path / "agent", "install-sdk", "--print")
     assert run.returncode == 0
     assert "97f94654280b2932c35ba4806a491999ed244cc9" in run.stdout and "-m pip install" in run.stdout
+
+
+def test_forget_and_outbox_purge_run_unattended_with_yes(tmp_path: Path) -> None:
+    from pi_memory_bridge.outbox import Outbox
+
+    agent = tmp_path / "agent"
+    asyncio.run(_seed(agent))
+    gone = _cli(agent, "forget", "blue cluster", "--yes")
+    assert gone.returncode == 0 and "deleted " in gone.stdout, gone.stdout + gone.stderr
+    assert "blue cluster" not in _cli(agent, "export").stdout
+    nothing = _cli(agent, "forget", "zzzunmatched", "--yes")
+    assert nothing.returncode == 0 and "Nothing to forget." in nothing.stdout
+
+    box = Outbox.open(agent / "memory-bridge")
+    box.enqueue([ConversationTurn("dead-1", "s", "refused turn", "ok", datetime.now(UTC))])
+    for _ in range(3):
+        claim = box.claim(ignore_backoff=True)
+        assert claim is not None
+        box.reject(claim, "400 Bad Request", max_rejections=3, delay_s=0)
+    box.close()
+    purged = _cli(agent, "outbox", "purge", "all", "--yes")
+    assert purged.returncode == 0 and "purged 1 record(s)" in purged.stdout, purged.stdout + purged.stderr
+    with Outbox.open(agent / "memory-bridge") as box:
+        assert box.counts().dead == 0

@@ -58,7 +58,7 @@ if not URL or not KEY:
 else:
     pytest.importorskip(
         "tencentdb_agent_memory.v3",
-        reason="the official MemoryCore SDK is not installed (pip install the memorycore extra)",
+        reason="the official MemoryCore SDK is not installed (pi-memory-bridge install-sdk installs it)",
     )
 
 

@@ -474,6 +474,18 @@ class FakeMemoryCore:
             ]
         }
 
+    def atomic_query(self, p: JsonDict, _h: dict[str, str]) -> JsonDict:
+        limit = self._limit(p, 20)
+        offset = int(p.get("offset") or 0)
+        rows = [r for r in self._scoped_l1(p) if not p.get("type") or r.type == p["type"]]
+        rows.sort(key=lambda r: r.created_at, reverse=True)
+        items = [
+            {"id": r.id, "type": r.type, "content": r.content, "background": r.background, "version": 0,
+             "created_at": r.created_at, "updated_at": r.created_at}
+            for r in rows[offset : offset + limit]
+        ]  # fmt: skip
+        return {"items": items, "total": len(rows)}
+
     def atomic_delete(self, p: JsonDict, _h: dict[str, str]) -> JsonDict:
         ids = p.get("ids")
         if not isinstance(ids, list) or not 1 <= len(ids) <= 5000:
@@ -579,6 +591,7 @@ _ROUTES: dict[str, Route] = {
     "/v3/conversation/count": FakeMemoryCore.conversation_count,
     "/v3/atomic/search": FakeMemoryCore.atomic_search,
     "/v3/atomic/delete": FakeMemoryCore.atomic_delete,
+    "/v3/atomic/query": FakeMemoryCore.atomic_query,
     "/v3/atomic/count": FakeMemoryCore.atomic_count,
     "/v3/scenario/ls": FakeMemoryCore.scenario_ls,
     "/v3/scenario/read": FakeMemoryCore.scenario_read,
@@ -897,6 +910,26 @@ class FakeAsyncMemoryClient:
             time_end=time_end,
         )
         return await self._stub.post("/v3/atomic/search", body)
+
+    async def query_atomic(
+        self,
+        *,
+        type: str | None = None,
+        limit: int | None = None,
+        offset: int | None = None,
+        time_start: str | None = None,
+        time_end: str | None = None,
+        session_id: str | None = None,
+    ) -> JsonDict:
+        body = self._body(
+            session_id=session_id or self._session_id,
+            type=type,
+            limit=limit,
+            offset=offset,
+            time_start=time_start,
+            time_end=time_end,
+        )
+        return await self._stub.post("/v3/atomic/query", body)
 
     async def delete_atomic(self, ids: list[str], *, session_id: str | None = None) -> JsonDict:
         if not ids or any(not isinstance(i, str) or not i.strip() for i in ids):

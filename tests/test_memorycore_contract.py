@@ -59,7 +59,7 @@ def sdk(request: pytest.FixtureRequest) -> SdkBindings:
         return fake_sdk_bindings()
     pytest.importorskip(
         "tencentdb_agent_memory.v3",
-        reason="the official MemoryCore SDK is not installed (it is not on PyPI; see the memorycore extra)",
+        reason="the MemoryCore SDK is not installed (`pi-memory-bridge install-sdk` installs it)",
     )
     return load_sdk()
 
@@ -301,6 +301,21 @@ async def test_l1_search_maps_items_and_other_users_see_nothing(
         assert await stranger.search_conversation("magic numbers", 4) == []
     finally:
         await stranger.close()
+
+
+async def test_l1_is_listed_by_pages_and_by_id_but_never_edited(
+    backend: MemoryCoreBackend, core: FakeMemoryCore
+) -> None:
+    ids = [core.add_atomic(IDS, f"listed memory {i}") for i in range(3)]
+    listed = await backend.list_atomic(10)
+    assert sorted(m.id for m in listed) == sorted(ids)
+    assert len(await backend.list_atomic(2)) == 2
+    assert [m.id for m in await backend.list_atomic(10, ids=[ids[1]])] == [ids[1]]
+    assert Capability.L1_LIST in backend.capabilities
+    assert Capability.L1_UPDATE not in backend.capabilities  # atomic/update is broken on standalone
+    with pytest.raises(BackendRejected, match="cannot be edited"):
+        await backend.update_atomic(ids[0], "changed")
+    assert core.calls("/v3/atomic/update") == 0
 
 
 async def test_empty_queries_and_zero_limits_make_no_request(

@@ -181,6 +181,7 @@ async function runCommand(name: string, args: string, ctx: ExtensionCommandConte
 				if (step.kind !== "confirm" && step.message) ctx.ui.notify(step.message, "info");
 				if (step.kind === "confirm") answer = await ctx.ui.confirm(step.title, step.message);
 				else if (step.kind === "select") answer = (await ctx.ui.select(step.title, step.options)) ?? null;
+				else if (step.kind === "editor") answer = (await ctx.ui.editor(step.title, step.prefill ?? "")) ?? null;
 				else answer = (await ctx.ui.input(step.title, step.placeholder)) ?? null;
 			}
 			step = await sc.call<CommandStep>("command/answer", { flowId: step.flowId, answer }, COMMAND_CALL_MS, { hold: true });
@@ -324,6 +325,24 @@ function registerCommands(pi: ExtensionAPI): void {
 		description: "Open the memory inspector: a local web page to see, search, correct and forget what Pi remembers",
 		handler: async (args, ctx) => {
 			await runCommand("ui", args, ctx);
+		},
+	});
+	pi.registerCommand("tdai-memory", {
+		description: "See what memory knows: profile, memories by kind, recent conversation, notes; search, show, edit, forget",
+		handler: async (args, ctx) => {
+			await runCommand("memory", args, ctx);
+		},
+	});
+	pi.registerCommand("tdai-memory-pause", {
+		description: "Pause memory for this project: nothing here is captured or recalled until /tdai-memory-resume",
+		handler: async (args, ctx) => {
+			await runCommand("pause", args, ctx);
+		},
+	});
+	pi.registerCommand("tdai-memory-resume", {
+		description: "Turn memory back on for this project after /tdai-memory-pause",
+		handler: async (args, ctx) => {
+			await runCommand("resume", args, ctx);
 		},
 	});
 	pi.registerCommand("tdai-memory-remember", {

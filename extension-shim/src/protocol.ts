@@ -66,12 +66,13 @@ export interface ToolCallResult {
 }
 
 export interface CommandStep {
-	kind: "done" | "confirm" | "select" | "input";
+	kind: "done" | "confirm" | "select" | "input" | "editor";
 	flowId?: string | null;
 	title: string;
 	message: string;
 	options: string[];
 	placeholder: string;
+	prefill?: string;
 	level: "info" | "warning" | "error";
 	statusText?: string | null;
 }

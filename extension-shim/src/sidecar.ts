@@ -19,6 +19,7 @@ import { existsSync } from "node:fs";
 import type { Socket } from "node:net";
 import { dirname, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
+import { locateSidecar } from "./locate.ts";
 import { RpcClient, RpcClosed, RpcError, RpcTimeout, type RequestOptions } from "./rpc.ts";
 import { PROTOCOL_VERSION, type InitializeParams, type InitializeResult } from "./protocol.ts";
 
@@ -186,7 +187,9 @@ export class Sidecar {
 	}
 
 	private spawnChild(): void {
-		const { cmd, args } = resolveCommand(this.env);
+		const found = locateSidecar(this.env, SHIM_DIR);
+		if (!found.ok) return this.fail(found.reason);
+		const { cmd, args } = found;
 		this.state = "idle";
 		this.lastError = undefined;
 		let child: ChildProcess;

@@ -50,6 +50,9 @@ class Capability(enum.StrEnum):
     L1_SAVE = "l1_save"
     L1_DELETE = "l1_delete"
     L1_EDIT = "l1_edit"  # correct an L1 memory's text or type in place, keeping its id
+    L1_LIST = "l1_list"  # browse L1 newest first (the memory view, `pi-memory-bridge list`)
+    L1_UPDATE = "l1_update"  # correct an L1 memory's text in place, keeping its id
+    L0_LIST = "l0_list"  # browse recent conversation turns
     L2_SCENARIOS = "l2_scenarios"
     L3_PROFILE = "l3_profile"
     SKILLS = "skills"
@@ -218,6 +221,21 @@ class MemoryBackend(Protocol):
         """Replace an L1 memory's text and type, keeping its id (capability `l1_edit`).
 
         BackendRejected when there is no such memory or another one already says the same."""
+    async def list_atomic(
+        self, limit: int, offset: int = 0, type: str | None = None, ids: Sequence[str] | None = None
+    ) -> list[AtomicMemory]:
+        """L1 memories, most recently changed first; `ids` keeps only those (capability `l1_list`)."""
+
+    async def update_atomic(self, memory_id: str, content: str) -> AtomicMemory:
+        """Replace an L1 memory's text, keeping its id and type (capability `l1_update`).
+
+        BackendRejected when there is no such memory, the text is empty or too long, or another
+        memory already says the same."""
+
+    async def list_conversation(
+        self, limit: int, offset: int = 0, ids: Sequence[str] | None = None
+    ) -> list[ConversationHit]:
+        """Conversation turns, newest first; `ids` keeps only those (capability `l0_list`)."""
 
     async def status(self) -> BackendStatus: ...
 

@@ -9,6 +9,8 @@ import sys
 from pathlib import Path
 from types import FrameType
 
+from pi_memory_bridge.cli import memory_args
+
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="pi-memory-bridge", description=__doc__)
@@ -16,12 +18,14 @@ def _parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command")
     sub.add_parser("serve", help="run the sidecar on stdin/stdout (what the Pi extension starts)")
     sub.add_parser("doctor", help="check config, backend, data dir and that Pi can load the extension")
-    search = sub.add_parser("search", help="search stored memory (L1 and L0)")
-    search.add_argument("query")
-    search.add_argument("--limit", type=int, default=5, help="results per layer")
+    search = sub.add_parser("search", help="search stored memory (L1 and L0); empty: the most recent")
+    search.add_argument("query", nargs="?", default="")
+    search.add_argument("--limit", type=int, default=5)
     search.add_argument("--json", action="store_true", help="print the ranked results as JSON (see README)")
     forget = sub.add_parser("forget", help="find memories, preview them, choose, confirm and delete")
-    forget.add_argument("query")
+    forget.add_argument("query", nargs="?", default="")
+    memory_args.add_script_flags(search, forget)
+    memory_args.add_parsers(sub)
     sub.add_parser(
         "setup", help="configure the MemoryCore backend interactively (endpoint, keys, team, agent)"
     )
@@ -42,6 +46,8 @@ def _parser() -> argparse.ArgumentParser:
     ui.add_argument("--port", type=int, default=0, help="port on 127.0.0.1 (default: any free port)")
     ui.add_argument("--no-open", action="store_true", help="print the address only, do not open a browser")
     ui.add_argument("--idle-minutes", type=float, default=30.0, help="stop when unused (default 30)")
+    outbox.add_argument("--id", action="append", default=[], help="purge/requeue: exactly this record")
+    outbox.add_argument("--yes", action="store_true", help="purge: do not ask")
     return parser
 
 
@@ -96,10 +102,18 @@ def _run(argv: list[str] | None) -> int:
         checks = run_checks(os.environ, Path.cwd())
         print(render(checks))
         return 0 if all(c.ok or c.warning for c in checks) else 1
-    if args.command == "search":
-        from pi_memory_bridge.cli.terminal import search
+    if args.command in memory_args.OWN:
+        from pi_memory_bridge.cli import memory_cmds
 
-        return search(args.query, args.limit, args.json)
+        return memory_cmds.dispatch(args)
+    if args.command == "search":
+        from pi_memory_bridge.cli import memory_cmds
+
+        return memory_cmds.search(args.query, args.limit, args.json)
+    if args.command == "forget" and (args.id or args.yes):
+        from pi_memory_bridge.cli import memory_cmds
+
+        return memory_cmds.forget_scripted(args.query, args.id, args.yes)
     if args.command == "forget":
         from pi_memory_bridge.cli.terminal import forget
 
@@ -118,7 +132,10 @@ def _run(argv: list[str] | None) -> int:
     if args.command == "outbox":
         from pi_memory_bridge.cli.terminal import outbox
 
-        return outbox(" ".join(args.action))
+        action = " ".join([*args.action, *args.id]) if args.id else " ".join(args.action)
+        if args.yes:
+            return outbox(action, ask=lambda _q: "y")
+        return outbox(action)
     if args.command == "ui":
         from pi_memory_bridge.ui.server import run as run_ui
 

@@ -12,7 +12,6 @@ that. Every problem names the file at fault; `pi-memory-bridge doctor` exits 1 o
 from __future__ import annotations
 
 import asyncio
-import json
 import shutil
 import sqlite3
 import subprocess
@@ -36,45 +35,11 @@ from pi_memory_bridge.cli.doctor_files import (
 from pi_memory_bridge.config import LoadedConfig, data_dir, default_agent_dir, global_config_path, load_config
 from pi_memory_bridge.config._keyfile import read_key_file
 
-SHIM_PACKAGE_NAME = "pi-memory-bridge-shim"
 MIN_NODE = (22, 19)
 _KEY_FILE_KEYS = ("memorycore.userKeyFile", "memorycore.gatewayApiKeyFile")
 _BLOCKED_SUMMARY = "cannot start until the problems above are fixed"
 
-__all__ = ["Check", "find_shim_dirs", "render", "run_checks"]
-
-
-def find_shim_dirs(agent_dir: Path) -> list[Path]:
-    """Where the shim is: next to this checkout, and anything Pi auto-discovers in the agent dir."""
-    found: list[Path] = []
-    checkout = Path(__file__).resolve().parents[2] / "extension-shim"
-    candidates = [checkout]
-    ext_dir = agent_dir / "extensions"
-    if ext_dir.is_dir():
-        candidates.extend(p for p in sorted(ext_dir.iterdir()) if p.is_dir())
-    for cand in candidates:
-        manifest = cand / "package.json"
-        try:
-            data = json.loads(manifest.read_text(encoding="utf-8"))
-        except (OSError, ValueError):
-            continue
-        if isinstance(data, dict) and data.get("name") == SHIM_PACKAGE_NAME:
-            found.append(cand)
-    return found
-
-
-def _check_shim(shim: Path) -> Check:
-    manifest = json.loads((shim / "package.json").read_text(encoding="utf-8"))
-    entries = manifest.get("pi", {}).get("extensions", [])
-    missing = [e for e in entries if not (shim / e).is_file()]
-    if not entries or missing:
-        return Check(
-            "shim",
-            False,
-            f"{shim}: pi.extensions lists missing files {missing or entries}",
-            "reinstall the checkout (scripts/setup.sh)",
-        )
-    return Check("shim", True, f"{shim} (start Pi with: pi -e {shim})")
+__all__ = ["Check", "render", "run_checks"]
 
 
 def _node_version(node: str) -> tuple[int, ...] | None:
@@ -116,17 +81,11 @@ def run_checks(env: Mapping[str, str], cwd: Path) -> list[Check]:
             checks.append(ok("memorycore sdk", "installed"))
         else:
             checks.append(fail("memorycore sdk", "not installed", f"install it: {install_command()}"))
-    shims = find_shim_dirs(agent_dir)
-    if shims:
-        checks.extend(_check_shim(s) for s in shims)
-    else:
-        checks.append(
-            fail(
-                "shim",
-                "no pi-memory-bridge extension found",
-                "start Pi with `pi -e <checkout>/extension-shim`",
-            )
-        )
+    from pi_memory_bridge.cli.doctor_pi import extension_checks, pi_check
+
+    checkout = Path(__file__).resolve().parents[3]
+    for found in [*extension_checks(agent_dir, cwd, env, checkout), pi_check(env)]:
+        checks.append(Check(found.name, found.ok, found.detail, found.fix, found.warning))
     checks.append(_check_node(env))
     return checks
 

@@ -68,9 +68,15 @@ def done(message: str, level: str = "info", status_text: str | None = None) -> C
 
 
 def step(
-    kind: str, title: str, message: str = "", options: Sequence[str] = (), placeholder: str = ""
+    kind: str,
+    title: str,
+    message: str = "",
+    options: Sequence[str] = (),
+    placeholder: str = "",
+    prefill: str = "",
 ) -> CommandStep:
-    """A dialog for the shim to show: confirm, select (from `options`) or input."""
+    """A dialog for the shim to show: confirm, select (from `options`), input, or editor
+    (multi-line, starting from `prefill`)."""
     return CommandStep.model_validate(
         {
             "kind": kind,
@@ -78,5 +84,6 @@ def step(
             "message": message,
             "options": list(options),
             "placeholder": placeholder,
+            "prefill": prefill,
         }
     )

@@ -192,3 +192,14 @@ async def delete_candidates(deps: ForgetDeps, chosen: Sequence[ForgetCandidate])
         except (BackendError, OSError) as exc:
             lines.append(f"FAILED  to remove copies in recall traces: {redact_text(str(exc)).text}")
     return lines
+
+
+async def find_candidates(deps: ForgetDeps, query: str) -> tuple[list[ForgetCandidate], list[str]]:
+    """What `/tdai-memory-forget <query>` would offer, and what could not be searched."""
+    return await _search(deps, query)
+
+
+async def forget_chosen(deps: ForgetDeps, chosen: Sequence[ForgetCandidate]) -> list[str]:
+    """Delete exactly `chosen` (the caller has the user's confirmation); one report line each,
+    "deleted ..." or "FAILED ...", as `/tdai-memory-forget` reports them."""
+    return await delete_candidates(deps, chosen)

@@ -6,7 +6,7 @@ them into the report's lines and problems.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from pi_memory_bridge.capture.identity import BranchIdentity
 from pi_memory_bridge.config import LoadedConfig
@@ -40,6 +40,10 @@ class StatusReport:
     problems: tuple[Problem, ...] = field(default=())
     # search by meaning (local backend): model, loaded or why not, vectors done/total
     embeddings: str = ""
+    paused_project: str = ""  # the project memory is paused for (/tdai-memory-pause), or ""
+
+    def with_pause(self, project: str) -> StatusReport:
+        return replace(self, paused_project=project)
 
     @property
     def healthy(self) -> bool:
@@ -48,6 +52,8 @@ class StatusReport:
     def footer(self) -> str:
         if not self.enabled:
             return "memory: off"
+        if self.paused_project:
+            return "memory: paused for this project"
         if not self.backend_ok:
             return f"memory: {self.backend} unavailable"
         return "memory: ready" if not self.problems else f"memory: {len(self.problems)} problem(s)"
@@ -72,6 +78,7 @@ class StatusReport:
             "embeddings": self.embeddings,
             "problems": [{"what": p.what, "fix": p.fix} for p in self.problems],
             "healthy": self.healthy,
+            "pausedProject": self.paused_project or None,
         }
 
 
@@ -80,7 +87,12 @@ def render_status(report: StatusReport) -> str:
     counts = ", ".join(f"{k} {v}" for k, v in sorted(report.counts.items())) or "n/a"
     lines = [
         f"pi-memory-bridge {report.version} (protocol {report.protocol}): {state}",
-        f"memory:       {'on' if report.enabled else 'off'}",
+        f"memory:       {'on' if report.enabled else 'off'}"
+        + (
+            f" - paused for this project ({report.paused_project}); /tdai-memory-resume turns it back on"
+            if report.paused_project
+            else ""
+        ),
         f"backend:      {report.backend} - {'ok' if report.backend_ok else 'unavailable'}"
         + (f" ({report.backend_detail})" if report.backend_detail else ""),
         f"stored:       {counts}",

@@ -133,4 +133,7 @@ class BridgeConfig(_Settings):
     capture: CaptureSettings = Field(default_factory=CaptureSettings)
     skills: SkillSettings = Field(default_factory=SkillSettings)
     memorycore: MemoryCoreSettings | None = None
+    # projects (git root, else the working directory) where capture and recall are paused;
+    # written by /tdai-memory-pause and /tdai-memory-resume, global file only
+    paused_projects: Annotated[list[str], Field(max_length=10_000)] = Field(default_factory=list)
     log_level: Literal["debug", "info", "warning", "error"] = "info"

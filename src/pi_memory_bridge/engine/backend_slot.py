@@ -52,6 +52,7 @@ class BackendSlot:
         self._on_outbox_change = on_outbox_change
         self._opening: asyncio.Task[None] | None = None
         self._last_open_attempt = -REOPEN_INTERVAL_S
+        self.paused: Callable[[], bool] = lambda: False  # the engine's per-project pause
 
     async def start(self) -> None:
         """Open the outbox and the backend the configuration selects (each failure is reported)."""
@@ -66,6 +67,8 @@ class BackendSlot:
             self.backend_error = f"not configured: {errors}" if errors else "not configured"
 
     def footer(self) -> str:
+        if self.paused():
+            return footer.PAUSED
         return footer.engine_state(self.loaded, backend_open=self.backend is not None)
 
     async def ensure(self, wait_s: float) -> MemoryBackend | None:

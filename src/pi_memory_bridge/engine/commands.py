@@ -7,7 +7,9 @@ from pathlib import Path
 
 from pi_memory_bridge.commands.flows import Flow, FlowRegistry, UnknownFlow, done
 from pi_memory_bridge.commands.forget import ForgetDeps, forget_flow
+from pi_memory_bridge.commands.memory_flow import memory_flow
 from pi_memory_bridge.commands.outbox_ops import OutboxDeps, outbox_flow
+from pi_memory_bridge.commands.pause import ProjectPause, pause_flow
 from pi_memory_bridge.commands.status import render_status
 from pi_memory_bridge.engine.backend_slot import BackendSlot
 from pi_memory_bridge.engine.skills import skill_source
@@ -19,8 +21,11 @@ from pi_memory_bridge.tools.memory import ToolFailure, memory_save
 
 
 class Commands:
-    def __init__(self, slot: BackendSlot, status: Status, *, cwd: Path, env: Mapping[str, str]) -> None:
+    def __init__(
+        self, slot: BackendSlot, status: Status, *, cwd: Path, env: Mapping[str, str], pause: ProjectPause
+    ) -> None:
         self._slot = slot
+        self._pause = pause
         self._status = status
         self._cwd = cwd
         self._env = env
@@ -33,6 +38,9 @@ class Commands:
             "setup": self._setup_flow,
             "sync-skills": self._sync_skills_flow,
             "ui": self._inspector_flow,
+            "memory": self._memory_flow,
+            "pause": lambda _p: pause_flow(pause, paused=True, footer=slot.footer),
+            "resume": lambda _p: pause_flow(pause, paused=False, footer=slot.footer),
         }
         self.traces: TraceLog | None = None  # forget blanks what the recall traces kept
 
@@ -48,15 +56,23 @@ class Commands:
         except UnknownFlow as exc:
             raise InvalidParams(str(exc)) from None
 
+    def _memory_flow(self, p: CommandRunParams) -> Flow:
+        return memory_flow(self._forget_deps(), p.args, has_ui=p.has_ui)
+
     async def _status_flow(self, p: CommandRunParams) -> Flow:
-        report = await self._status.report(p.pi_session_id)
+        report = (await self._status.report(p.pi_session_id)).with_pause(
+            self._pause.project if self._pause.paused() else ""
+        )
         yield done(render_status(report), "info" if report.healthy else "warning", report.footer())
 
     def _forget_flow(self, p: CommandRunParams) -> Flow:
+        return forget_flow(self._forget_deps(), p.args, has_ui=p.has_ui)
+
+    def _forget_deps(self) -> ForgetDeps:
         slot = self._slot
         delivery = slot.delivery
         backend = slot.backend
-        deps = ForgetDeps(
+        return ForgetDeps(
             backend=backend,
             backend_problem=slot.backend_error or slot.footer(),
             search_pending=delivery.search_pending if delivery is not None else None,
@@ -65,7 +81,6 @@ class Commands:
             else None,
             forgotten=self.traces.scrub_forgotten if self.traces is not None else None,
         )
-        return forget_flow(deps, p.args, has_ui=p.has_ui)
 
     def _inspector_flow(self, p: CommandRunParams) -> Flow:
         from pi_memory_bridge.commands.inspector_launch import InspectorDeps, inspector_flow

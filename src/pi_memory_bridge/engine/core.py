@@ -11,9 +11,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from pathlib import Path
 
+from pi_memory_bridge.commands.pause import ProjectPause
 from pi_memory_bridge.commands.status import StatusReport
 from pi_memory_bridge.config import LoadedConfig, data_dir
-from pi_memory_bridge.engine import footer
+from pi_memory_bridge.engine import footer, pause
 from pi_memory_bridge.engine.backend_slot import BackendSlot
 from pi_memory_bridge.engine.capture import Capture
 from pi_memory_bridge.engine.commands import Commands
@@ -52,6 +53,7 @@ class Engine:
         log_file: Path | None = None,
     ) -> None:
         self._notifier = Notifier(notify)
+        self.pause = ProjectPause(agent_dir, cwd)
         skill_capture = SkillCapture(loaded, agent_dir, self._notifier)
         self.slot = BackendSlot(
             loaded,
@@ -65,8 +67,9 @@ class Engine:
         self._capture = Capture(loaded, self.slot, self.sessions, skill_capture)
         self._tools = Tools(loaded, self.slot)
         self._status = Status(loaded, self.slot, self.sessions, self._recall, self._capture.stats, log_file)
-        self._commands = Commands(self.slot, self._status, cwd=cwd, env=env)
+        self._commands = Commands(self.slot, self._status, cwd=cwd, env=env, pause=self.pause)
         self.traces: TraceLog | None = None
+        self.slot.paused = self.pause.paused
 
     @classmethod
     async def open(
@@ -89,7 +92,7 @@ class Engine:
         return engine
 
     def _outbox_changed(self, counts: OutboxCounts) -> None:
-        if not (counts.waiting or counts.dead or self._capture.stats.captured):
+        if self.pause.paused() or not (counts.waiting or counts.dead or self._capture.stats.captured):
             return  # an empty outbox at start-up: nothing worth a footer change
         self._notifier.say_soon(footer.outbox(counts))
 
@@ -100,12 +103,18 @@ class Engine:
         return self.sessions.changed(p)
 
     async def recall(self, p: RecallParams) -> RecallResult:
+        if self.pause.paused():
+            return pause.paused_recall()
         return await self._recall.answer(p)
 
     async def turn_settled(self, p: TurnSettledParams) -> TurnSettledResult:
+        if self.pause.paused():
+            return pause.paused_capture()
         return await self._capture.turn_settled(p)
 
     async def tool_call(self, p: ToolCallParams) -> ToolCallResult:
+        if self.pause.paused():
+            return pause.paused_tool()
         return await self._tools.call(p)
 
     async def command_run(self, p: CommandRunParams) -> CommandStep:
@@ -115,7 +124,8 @@ class Engine:
         return await self._commands.answer(p)
 
     async def status_report(self, pi_session_id: str = "") -> StatusReport:
-        return await self._status.report(pi_session_id)
+        report = await self._status.report(pi_session_id)
+        return report.with_pause(self.pause.project if self.pause.paused() else "")
 
     async def shutdown(self) -> None:
         self._notifier.closing = True

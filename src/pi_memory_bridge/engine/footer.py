@@ -19,6 +19,7 @@ RECALL_OFF: Final = "memory: recall off"
 CAPTURE_OFF: Final = "memory: capture off"
 NOTHING_TO_CAPTURE: Final = "memory: nothing to capture"
 CAPTURE_FAILED: Final = "memory: capture failed"
+PAUSED: Final = "memory: paused for this project"
 
 
 def not_configured(backend: str) -> str:

@@ -16,6 +16,7 @@ from pi_memory_bridge.config import LoadedConfig, default_agent_dir, load_config
 from pi_memory_bridge.engine import footer
 from pi_memory_bridge.rpc.errors import ProtocolVersionMismatch
 from pi_memory_bridge.sidecar.protocol import ConfigState, InitializeParams, InitializeResult, RecallLimits
+from pi_memory_bridge.sidecar.versions import UPGRADE_HINT, version_mismatch
 
 log = logging.getLogger(__name__)
 
@@ -36,9 +37,12 @@ def handshake(p: InitializeParams, env: Mapping[str, str]) -> Handshake:
     if _major(p.protocol_version) != _major(PROTOCOL_VERSION):
         raise ProtocolVersionMismatch(
             f"the Pi extension speaks protocol {p.protocol_version}, this sidecar speaks "
-            f"{PROTOCOL_VERSION}; update both from the same pi-memory-bridge checkout",
+            f"{PROTOCOL_VERSION}; {UPGRADE_HINT}",
             {"expected": PROTOCOL_VERSION, "got": p.protocol_version},
         )
+    mismatch = version_mismatch(p.client.name, p.client.version, __version__)
+    if mismatch is not None:
+        raise ProtocolVersionMismatch(mismatch, {"extension": p.client.version, "sidecar": __version__})
     agent_dir = Path(p.agent_dir) if p.agent_dir else default_agent_dir(env)
     loaded = load_config(agent_dir=agent_dir, cwd=Path(p.cwd), project_trusted=p.project_trusted, env=env)
     for problem in loaded.problems:

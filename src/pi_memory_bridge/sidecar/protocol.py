@@ -24,7 +24,7 @@ Notifications, sidecar -> shim:
   status/changed    StatusChanged         the short footer text changed (e.g. after background work)
 
 A command runs as a small dialog driven by the sidecar: `command/run` returns a `CommandStep`;
-when its `kind` is `confirm`, `select` or `input` the shim shows that dialog and sends the answer
+when its `kind` is `confirm`, `select`, `input` or `editor` the shim shows that dialog and sends the answer
 with `command/answer {flowId, answer}` (null when cancelled or when there is no UI), until a step of
 kind `done` arrives. The shim renders; all decisions are made here.
 """
@@ -202,12 +202,13 @@ class CommandAnswerParams(WireModel):
 
 
 class CommandStep(WireModel):
-    kind: Literal["done", "confirm", "select", "input"]
+    kind: Literal["done", "confirm", "select", "input", "editor"]
     flow_id: str | None = None
     title: str = ""
     message: str = ""
     options: list[str] = Field(default_factory=list)
     placeholder: str = ""
+    prefill: str = ""  # editor: the text to start from
     level: Literal["info", "warning", "error"] = "info"
     status_text: str | None = None
 

@@ -71,6 +71,9 @@ class LocalBackend:
             Capability.L1_SAVE,
             Capability.L1_DELETE,
             Capability.L1_EDIT,
+            Capability.L1_LIST,
+            Capability.L1_UPDATE,
+            Capability.L0_LIST,
             Capability.L2_SCENARIOS,
             Capability.L3_PROFILE,
         }
@@ -151,6 +154,18 @@ class LocalBackend:
 
     async def edit_atomic(self, memory_id: str, content: str, type: str) -> EditResult:
         return await asyncio.to_thread(self.store.edit_atomic, memory_id, content, type)
+    async def list_atomic(
+        self, limit: int, offset: int = 0, type: str | None = None, ids: Sequence[str] | None = None
+    ) -> list[AtomicMemory]:
+        return await asyncio.to_thread(self.store.list_atomic, limit, offset, type, ids)
+
+    async def update_atomic(self, memory_id: str, content: str) -> AtomicMemory:
+        return await asyncio.to_thread(self.store.update_atomic, memory_id, content)
+
+    async def list_conversation(
+        self, limit: int, offset: int = 0, ids: Sequence[str] | None = None
+    ) -> list[ConversationHit]:
+        return await asyncio.to_thread(self.store.list_turns, limit, offset, ids)
 
     # --- L2 / L3 ------------------------------------------------------------------------------
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import secrets
 import sqlite3
 import unicodedata
 from collections.abc import Iterator, Sequence
@@ -120,6 +121,16 @@ def _checked_atomic(content: str, type: str) -> tuple[AtomicType, str, str, str]
     if not key:
         raise BackendRejected("atomic memory content is empty")
     return kind, text, key, _tokens(text)
+def _atomic_row(row: Sequence[str]) -> AtomicMemory:
+    memory_id, kind, text, source, created, updated = row
+    return AtomicMemory(
+        id=memory_id,
+        type=kind,
+        content=text,
+        source=source,
+        created_at=datetime.fromisoformat(created),
+        updated_at=datetime.fromisoformat(updated),
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -327,6 +338,9 @@ class SqliteMemoryStore:
             row = conn.execute("SELECT memory_id FROM atomic WHERE content_key = ?", (key,)).fetchone()
             if row is not None:
                 return SaveResult(id=str(row[0]), created=False)
+            if conn.execute("SELECT 1 FROM atomic WHERE memory_id = ?", (memory_id,)).fetchone():
+                # an edited memory keeps the id its first text gave it; this text gets a new one
+                memory_id = "at-" + secrets.token_hex(12)
             now = _now()
             conn.execute(
                 "INSERT INTO atomic(memory_id, type, content, content_key, source, created_at, "
@@ -409,6 +423,69 @@ class SqliteMemoryStore:
                 fts.purge_deleted(conn, ATOMIC_INDEX)
             conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
         return EditResult(id=memory_id, changed=True)
+    # --- browsing and editing (the memory view, `pi-memory-bridge list|show|edit`) ----------------
+
+    def list_atomic(
+        self, limit: int, offset: int = 0, type: str | None = None, ids: Sequence[str] | None = None
+    ) -> list[AtomicMemory]:
+        """L1 memories, most recently changed first (`ids`: only these)."""
+        where: list[str] = []
+        params: list[str] = []
+        if type is not None:
+            where.append("type = ?")
+            params.append(_atomic_type(type).value)
+        if ids is not None:
+            wanted = list(dict.fromkeys(ids))[:MAX_LIMIT]
+            if not wanted:
+                return []
+            where.append(f"memory_id IN ({','.join('?' * len(wanted))})")
+            params.extend(wanted)
+        clause = f"WHERE {' AND '.join(where)}" if where else ""
+        with self._reading("listing atomic memories") as conn:
+            rows = conn.execute(
+                f"SELECT {_ATOMIC_COLUMNS} FROM atomic {clause} ORDER BY updated_at DESC, id DESC "
+                "LIMIT ? OFFSET ?",
+                (*params, max(0, min(limit, MAX_LIMIT)), max(0, offset)),
+            ).fetchall()
+        return [_atomic_row(row) for row in rows]
+
+    def update_atomic(self, memory_id: str, content: str) -> AtomicMemory:
+        """Replace an L1 memory's text, keeping its id and type: `edit_atomic` with the type kept
+        (one implementation of an edit, so the old text leaves no trace either way)."""
+        current = self.list_atomic(1, ids=[memory_id])
+        if not current:
+            raise BackendRejected(f"no memory with id {memory_id!r} (it may have been forgotten)")
+        self.edit_atomic(memory_id, content, current[0].type)
+        return self.list_atomic(1, ids=[memory_id])[0]
+
+    def list_turns(
+        self, limit: int, offset: int = 0, ids: Sequence[str] | None = None
+    ) -> list[ConversationHit]:
+        """L0 turns, newest first (`ids`: only these turn ids)."""
+        clause = ""
+        params: tuple[str, ...] = ()
+        if ids is not None:
+            wanted = list(dict.fromkeys(ids))[:MAX_LIMIT]
+            if not wanted:
+                return []
+            clause, params = f"WHERE turn_id IN ({','.join('?' * len(wanted))})", tuple(wanted)
+        with self._reading("listing conversation turns") as conn:
+            rows = conn.execute(
+                f"SELECT {_TURN_COLUMNS} FROM turns {clause} "
+                "ORDER BY created_at DESC, id DESC LIMIT ? OFFSET ?",
+                (*params, max(0, min(limit, MAX_LIMIT)), max(0, offset)),
+            ).fetchall()
+        return [
+            ConversationHit(
+                turn_id=turn_id,
+                memory_session_id=session,
+                user_text=user,
+                assistant_text=assistant,
+                created_at=datetime.fromisoformat(created),
+                score=0.0,
+            )
+            for turn_id, session, user, assistant, created in rows
+        ]
 
     # --- shared -------------------------------------------------------------------------------
 

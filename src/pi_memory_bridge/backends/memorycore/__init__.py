@@ -6,6 +6,7 @@ from pi_memory_bridge.backends.memorycore._client import (
     target_from_config,
 )
 from pi_memory_bridge.backends.memorycore._errors import call_sdk
+from pi_memory_bridge.backends.memorycore._install import InstallPlan, plan_install
 from pi_memory_bridge.backends.memorycore._responses import parse as parse_response
 from pi_memory_bridge.backends.memorycore._sdk import (
     SDK_COMMIT,
@@ -21,6 +22,7 @@ __all__ = [
     "DEFAULT_CACHE_TTL_S",
     "SDK_COMMIT",
     "SDK_REQUIREMENT",
+    "InstallPlan",
     "MemoryCoreBackend",
     "MemoryCoreCredentials",
     "MemoryCoreTarget",
@@ -29,6 +31,7 @@ __all__ = [
     "install_command",
     "load_sdk",
     "parse_response",
+    "plan_install",
     "sdk_available",
     "target_from_config",
 ]

@@ -63,6 +63,11 @@ class AtomicSearchData(_Data):
     items: list[AtomicItem]
 
 
+class AtomicQueryData(_Data):
+    items: list[AtomicItem]
+    total: int
+
+
 class ScenarioListEntry(_Data):
     path: str
     summary: str | None = None

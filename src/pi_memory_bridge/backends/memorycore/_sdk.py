@@ -1,7 +1,8 @@
 """The seam to the official MemoryCore SDK: a lazy import, and the narrow API this backend uses.
 
-The SDK (`tencentdb_agent_memory.v3`) is not on PyPI; it is an optional extra installed from its
-source repository at a pinned commit. It is imported only when a MemoryCore backend is built, so
+The SDK (`tencentdb_agent_memory.v3`) is not on PyPI; `pi-memory-bridge install-sdk` installs it
+from its source repository at a pinned commit (PyPI refuses such a reference even in an extra).
+It is imported only when a MemoryCore backend is built, so
 the rest of the sidecar works without it, and its absence becomes a `BackendConfigError` that
 carries the exact install command.
 
@@ -15,8 +16,6 @@ from __future__ import annotations
 import importlib
 import importlib.metadata
 import importlib.util
-import shlex
-import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -36,8 +35,11 @@ JsonDict = dict[str, Any]
 
 
 def install_command() -> str:
-    """The exact command that installs the SDK into the interpreter running this code."""
-    return f"{shlex.quote(sys.executable)} -m pip install {shlex.quote(SDK_REQUIREMENT)}"
+    """The exact command that installs the SDK into the interpreter running this code
+    (what `pi-memory-bridge install-sdk` runs)."""
+    from pi_memory_bridge.backends.memorycore._install import plan_install
+
+    return plan_install(SDK_REQUIREMENT).shell()
 
 
 class MemoryApi(Protocol):
@@ -67,6 +69,10 @@ class MemoryApi(Protocol):
 
     async def search_atomic(
         self, query: str, *, limit: int | None = None, type: str | None = None
+    ) -> JsonDict: ...
+
+    async def query_atomic(
+        self, *, type: str | None = None, limit: int | None = None, offset: int | None = None
     ) -> JsonDict: ...
 
     async def delete_atomic(self, ids: list[str]) -> JsonDict: ...

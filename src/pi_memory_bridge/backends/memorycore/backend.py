@@ -6,6 +6,7 @@ Requests (all through `tencentdb_agent_memory.v3`; see `reference/memorycore-sdk
                          + conversation/add per <=100 messages
     search_conversation  conversation/search                    L0
     search_atomic        atomic/search                          L1
+    list_atomic          atomic/query (paged, newest first)     L1, for the memory view
     list/read_scenario   scenario/ls, scenario/read             L2 (cached for `cache_ttl_s`)
     read_profile         core/read                              L3 (cached for `cache_ttl_s`)
     search_skills        skill/search                           Skill
@@ -13,7 +14,8 @@ Requests (all through `tencentdb_agent_memory.v3`; see `reference/memorycore-sdk
     status               conversation/count, atomic/count, scenario/ls, core/read, meta/auth/verify
 
 `atomic/update` is never called (it is broken on standalone servers), and L1 cannot be written
-directly (MemoryCore extracts it from L0), so `save_atomic` is not offered.
+directly (MemoryCore extracts it from L0), so `save_atomic` and `update_atomic` are not offered
+(no `l1_save`/`l1_update` capability); recent L0 is not listed either (no `l0_list`).
 
 **Duplicate-free redelivery.** `conversation/add` is not idempotent: every call stores fresh rows.
 Each message we send carries a deterministic instant (turn `created_at` + per-message offset, see
@@ -80,6 +82,8 @@ from pi_memory_bridge.backends.memorycore._client import (
 from pi_memory_bridge.backends.memorycore._errors import call_sdk
 from pi_memory_bridge.backends.memorycore._responses import (
     AddData,
+    AtomicItem,
+    AtomicQueryData,
     AtomicSearchData,
     ConversationSearchData,
     CoreFileData,
@@ -157,6 +161,7 @@ class MemoryCoreBackend:
             Capability.L0_DELETE,
             Capability.L1_SEARCH,
             Capability.L1_DELETE,
+            Capability.L1_LIST,
             Capability.L2_SCENARIOS,
             Capability.L3_PROFILE,
             Capability.SKILLS,
@@ -336,18 +341,39 @@ class MemoryCoreBackend:
             "atomic/search", lambda: self._clients.memory.search_atomic(query, limit=bounded, type=type)
         )
         items = parse(AtomicSearchData, data, "atomic/search").items
-        return [
-            AtomicMemory(
-                id=item.id,
-                type=item.type,
-                content=item.content,
-                created_at=_instant(item.created_at),
-                updated_at=_instant(item.updated_at or item.created_at),
-                source=item.background or "",
-                score=item.score,
-            )
-            for item in items
-        ]
+        return [_atomic_memory(item) for item in items]
+
+    async def list_atomic(
+        self, limit: int, offset: int = 0, type: str | None = None, ids: Sequence[str] | None = None
+    ) -> list[AtomicMemory]:
+        """A page of L1 (`atomic/query`); with `ids`, the ones found in the first pages."""
+        if ids is None:
+            return [_atomic_memory(i) for i in await self._query_atomic(limit, offset, type)]
+        wanted = set(ids)
+        found: list[AtomicMemory] = []
+        for page in range(MAX_CHECK_PAGES):
+            items = await self._query_atomic(QUERY_PAGE, page * QUERY_PAGE, type)
+            found.extend(_atomic_memory(i) for i in items if i.id in wanted)
+            if len(items) < QUERY_PAGE or len(found) >= len(wanted):
+                break
+        return found
+
+    async def _query_atomic(self, limit: int, offset: int, type: str | None) -> list[AtomicItem]:
+        bounded = max(1, min(limit, MAX_SEARCH_LIMIT))
+        read = functools.partial(self._clients.memory.query_atomic, type=type, limit=bounded, offset=offset)
+        data = await self._call("atomic/query", read)
+        return parse(AtomicQueryData, data, "atomic/query").items[: max(0, limit)]
+
+    async def update_atomic(self, memory_id: str, content: str) -> AtomicMemory:
+        raise BackendRejected(
+            "MemoryCore memories cannot be edited from here (the server's atomic/update is broken on "
+            "standalone servers); forget it and say it again, MemoryCore will extract it anew"
+        )
+
+    async def list_conversation(
+        self, limit: int, offset: int = 0, ids: Sequence[str] | None = None
+    ) -> list[ConversationHit]:
+        raise BackendRejected("the memorycore backend does not list recent conversation (no `l0_list`)")
 
     async def save_atomic(self, content: str, type: str, source: str) -> SaveResult:
         raise BackendRejected(
@@ -534,6 +560,18 @@ class MemoryCoreBackend:
 
     async def close(self) -> None:
         await self._clients.close()
+
+
+def _atomic_memory(item: AtomicItem) -> AtomicMemory:
+    return AtomicMemory(
+        id=item.id,
+        type=item.type,
+        content=item.content,
+        created_at=_instant(item.created_at),
+        updated_at=_instant(item.updated_at or item.created_at),
+        source=item.background or "",
+        score=item.score,
+    )
 
 
 def _by_session(turns: Sequence[ConversationTurn]) -> dict[str, list[ConversationTurn]]:

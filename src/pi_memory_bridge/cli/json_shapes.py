@@ -1,0 +1,70 @@
+"""The JSON every read command prints with `--json`: one model per command, documented in README
+("JSON output") and checked against it by tests/test_cli_json.py."""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, ConfigDict
+from pydantic.alias_generators import to_camel
+
+from pi_memory_bridge.commands.memory_export import ExportFile, ItemJson
+
+
+class _Out(BaseModel):
+    model_config = ConfigDict(
+        strict=True, extra="forbid", frozen=True, alias_generator=to_camel, validate_by_name=True,
+        validate_by_alias=True, serialize_by_alias=True,
+    )  # fmt: skip
+
+
+class ListOut(_Out):
+    """`list --json`: each section asked for (the others are null or empty)."""
+
+    profile: ItemJson | None
+    memories: list[ItemJson]
+    conversation: list[ItemJson]
+    notes: list[ItemJson]
+
+
+class ShowOut(_Out):
+    item: ItemJson
+
+
+class SearchOut(_Out):
+    query: str
+    recent: bool  # true: the query was empty, these are the most recent items
+    items: list[ItemJson]
+
+
+class ProblemOut(_Out):
+    what: str
+    fix: str
+
+
+class StatusOut(_Out):
+    version: str
+    protocol: str
+    enabled: bool
+    backend: str
+    backend_ok: bool
+    backend_detail: str
+    counts: dict[str, int]
+    identity: str
+    config_sources: list[str]
+    recall_budget: str
+    last_recall: str
+    capture: str
+    outbox: str
+    sdk: str
+    log_file: str
+    problems: list[ProblemOut]
+    healthy: bool
+    paused_project: str | None
+
+
+SHAPES: dict[str, type[BaseModel]] = {
+    "list": ListOut,
+    "show": ShowOut,
+    "search": SearchOut,
+    "status": StatusOut,
+    "export": ExportFile,
+}

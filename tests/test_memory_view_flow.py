@@ -1,0 +1,165 @@
+"""`/tdai-memory` as a dialog flow over a real local store, and pausing memory per project."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+
+from pi_memory_bridge.backends.local import LocalBackend
+from pi_memory_bridge.commands.flows import Answer, Flow, FlowRegistry
+from pi_memory_bridge.commands.forget import ForgetDeps
+from pi_memory_bridge.commands.memory_flow import BACK, CLOSE, EDIT, FORGET, SEARCH, TITLE, memory_flow
+from pi_memory_bridge.commands.pause import PAUSED_FOOTER, ProjectPause, project_key, set_paused
+from pi_memory_bridge.config import global_config_path, load_config
+from pi_memory_bridge.engine import footer
+from pi_memory_bridge.engine.core import Engine
+from pi_memory_bridge.sidecar.protocol import CommandStep, RecallParams, ToolCallParams, TurnSettledParams
+
+SECRET = "sk-proj-" + "Zx9Yw8Vu7Ts6Rq5Po4Nm3Lk2Ji1Hg0FeDcBa98"
+
+
+@pytest.fixture
+async def backend(tmp_path: Path) -> AsyncIterator[LocalBackend]:
+    store = LocalBackend(tmp_path / "memory-bridge")
+    yield store
+    await store.close()
+
+
+class Driver:
+    """Walks a flow, answering each step with the next scripted answer (or a picker)."""
+
+    def __init__(self, flow: Flow) -> None:
+        self.flows = FlowRegistry()
+        self.flow = flow
+        self.steps: list[CommandStep] = []
+
+    async def run(self, *answers: Answer | str) -> CommandStep:
+        step = await self.flows.start(self.flow)
+        self.steps.append(step)
+        for answer in answers:
+            if step.kind == "done":
+                break
+            if isinstance(answer, str) and answer.startswith("~") and step.kind == "select":
+                answer = next(o for o in step.options if answer[1:] in o)  # pick by a part of the label
+            step = await self.flows.answer(step.flow_id or "", answer)
+            self.steps.append(step)
+        return step
+
+
+async def test_browse_by_kind_edit_and_forget(backend: LocalBackend) -> None:
+    kept = await backend.save_atomic("prefers tabs over spaces", "preference", "user")
+    doomed = await backend.save_atomic("the staging db is called blue", "fact", "model")
+    backend.write_profile("Backend developer.")
+    deps = ForgetDeps(backend, "")
+    d = Driver(memory_flow(deps, "", has_ui=True))
+    end = await d.run(
+        "~Preferences (1)", "~prefers tabs", EDIT, f"prefers spaces, key {SECRET}", BACK, BACK,
+        "~Facts (1)", "~staging db", FORGET, True, BACK, CLOSE,
+    )  # fmt: skip
+    menu = d.steps[0]
+    assert menu.title == TITLE and "2 memories" in menu.message and "a profile" in menu.message
+    assert menu.options[0] == "Profile" and SEARCH in menu.options
+    editor = next(s for s in d.steps if s.kind == "editor")
+    assert editor.prefill == "prefers tabs over spaces"
+    after_edit = d.steps[d.steps.index(editor) + 1]
+    assert after_edit.message.startswith("edited") and "1 secret(s) redacted" in after_edit.message
+    stored = (await backend.list_atomic(5, ids=[kept.id]))[0]
+    assert stored.content.startswith("prefers spaces") and SECRET not in stored.content
+    confirm = next(s for s in d.steps if s.kind == "confirm")
+    assert "cannot be undone" in confirm.title and "staging db" in confirm.message
+    assert await backend.list_atomic(5, ids=[doomed.id]) == []
+    assert end.kind == "done" and "2 change(s)" in end.message
+
+
+async def test_not_confirmed_forgets_nothing_and_search_lists_recent_on_empty(backend: LocalBackend) -> None:
+    saved = await backend.save_atomic("uses zsh", "fact", "user")
+    d = Driver(memory_flow(ForgetDeps(backend, ""), "", has_ui=True))
+    end = await d.run(SEARCH, "", "~uses zsh", FORGET, False, None)
+    listing = next(s for s in d.steps if s.title.startswith("Most recent"))
+    assert any("uses zsh" in o for o in listing.options)
+    assert any("Not confirmed" in s.message for s in d.steps)
+    assert await backend.list_atomic(5, ids=[saved.id]) != []
+    assert end.kind == "done" and end.message == ""
+
+
+async def test_without_a_ui_it_prints_an_overview_and_changes_nothing(backend: LocalBackend) -> None:
+    await backend.save_atomic("likes go", "preference", "user")
+    step = await FlowRegistry().start(memory_flow(ForgetDeps(backend, ""), "", has_ui=False))
+    assert step.kind == "done" and "1 memory" in step.message and "likes go" in step.message
+    found = await FlowRegistry().start(memory_flow(ForgetDeps(backend, ""), "go", has_ui=False))
+    assert "Matches for 'go'" in found.message and "likes go" in found.message
+    down = await FlowRegistry().start(memory_flow(ForgetDeps(None, "store is damaged"), "", has_ui=True))
+    assert down.level == "error" and "store is damaged" in down.message
+
+
+def test_project_key_is_the_git_root_else_the_folder(tmp_path: Path) -> None:
+    repo = tmp_path / "repo"
+    (repo / ".git").mkdir(parents=True)
+    (repo / "src" / "deep").mkdir(parents=True)
+    assert project_key(repo / "src" / "deep") == str(repo.resolve())
+    plain = tmp_path / "plain"
+    plain.mkdir()
+    assert project_key(plain) == str(plain.resolve())
+
+
+def test_pause_is_written_privately_seen_at_once_and_keeps_other_settings(tmp_path: Path) -> None:
+    agent = tmp_path / "agent"
+    path = global_config_path(agent)
+    path.parent.mkdir(parents=True)
+    path.write_text(json.dumps({"schemaVersion": 1, "recall": {"l0Limit": 2}}))
+    a, b = tmp_path / "a", tmp_path / "b"
+    a.mkdir()
+    b.mkdir()
+    pause_a, pause_b = ProjectPause(agent, a), ProjectPause(agent, b)
+    assert not pause_a.paused()
+    assert set_paused(agent, pause_a.project, True).changed
+    assert pause_a.paused() and not pause_b.paused()  # another project is not affected
+    assert path.stat().st_mode & 0o777 == 0o600
+    loaded = load_config(agent_dir=agent, cwd=a, project_trusted=False, env={})
+    assert (
+        loaded.ok
+        and loaded.config.recall.l0_limit == 2
+        and loaded.config.paused_projects == [pause_a.project]
+    )
+    assert not set_paused(agent, pause_a.project, True).changed  # already paused
+    assert set_paused(agent, pause_a.project, False).changed and not pause_a.paused()
+    assert PAUSED_FOOTER == footer.PAUSED
+
+
+def test_a_config_file_with_errors_is_not_rewritten(tmp_path: Path) -> None:
+    agent = tmp_path / "agent"
+    path = global_config_path(agent)
+    path.parent.mkdir(parents=True)
+    path.write_text('{"schemaVersion": 1, "recal": {}}')
+    outcome = set_paused(agent, str(tmp_path), True)
+    assert not outcome.ok and "has errors" in outcome.message
+    assert path.read_text() == '{"schemaVersion": 1, "recal": {}}'
+
+
+async def test_a_paused_project_gets_no_recall_no_capture_and_no_tools(tmp_path: Path) -> None:
+    agent, work = tmp_path / "agent", tmp_path / "work"
+    work.mkdir()
+    loaded = load_config(agent_dir=agent, cwd=work, project_trusted=False, env={})
+    engine = await Engine.open(loaded, agent, work, env={})
+    try:
+        assert set_paused(agent, project_key(work), True).ok
+        recalled = await engine.recall(RecallParams(pi_session_id="s", prompt="what do I like?"))
+        assert recalled.outcome == "disabled" and recalled.status_text == footer.PAUSED
+        answer = {"role": "assistant", "content": [{"type": "text", "text": "hello"}], "stopReason": "stop"}
+        run = [{"role": "user", "content": "hi", "timestamp": 1}, answer]
+        settled = await engine.turn_settled(TurnSettledParams(pi_session_id="s", runs=[run]))
+        assert settled.captured == 0 and settled.status_text == footer.PAUSED
+        tool = await engine.tool_call(
+            ToolCallParams(name="tdai_memory_save", arguments={"content": "likes go"})
+        )
+        assert tool.is_error and "paused" in tool.text
+        assert engine.footer() == footer.PAUSED
+        report = await engine.status_report()
+        assert report.paused_project == project_key(work) and report.footer() == footer.PAUSED
+        assert set_paused(agent, project_key(work), False).ok
+        assert engine.footer() == footer.READY
+    finally:
+        await engine.shutdown()

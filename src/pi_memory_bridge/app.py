@@ -20,7 +20,7 @@ from typing import Any
 from pi_memory_bridge._version import PROTOCOL_VERSION, __version__
 from pi_memory_bridge.backends.base import BackendError, ConversationTurn, MemoryBackend
 from pi_memory_bridge.backends.factory import open_backend
-from pi_memory_bridge.capture import CaptureSink, DirectSink, prepare_capture
+from pi_memory_bridge.capture import CaptureSink, DirectSink, live_user_entries, prepare_capture
 from pi_memory_bridge.commands.flows import Flow, FlowRegistry, UnknownFlow, done
 from pi_memory_bridge.commands.forget import ForgetDeps, forget_flow
 from pi_memory_bridge.commands.outbox_ops import OutboxDeps, describe_counts, outbox_flow
@@ -318,7 +318,9 @@ class Sidecar:
         if not (cfg.enabled and cfg.capture.enabled):
             return TurnSettledResult(captured=0, skipped=0, reasons=[], status_text="memory: capture off")
         ident = self.identity_for(p.pi_session_id, p.entries, p.leaf_id)
-        prepared = prepare_capture(p.runs, aborted=p.aborted, identity=ident)
+        prepared = prepare_capture(
+            p.runs, aborted=p.aborted, identity=ident, user_entries=live_user_entries(p.entries)
+        )
         stats = self.capture_stats
         stats.skipped += len(prepared.skipped_reasons)
         stats.skip_reasons.update(prepared.skipped_reasons)

@@ -21,6 +21,7 @@ from pi_memory_bridge._version import PROTOCOL_VERSION, __version__
 from pi_memory_bridge.backends.base import BackendError, ConversationTurn, MemoryBackend
 from pi_memory_bridge.backends.factory import open_backend
 from pi_memory_bridge.capture import CaptureSink, DirectSink, live_user_entries, prepare_capture
+from pi_memory_bridge.catchup import service as catchup
 from pi_memory_bridge.commands.flows import Flow, FlowRegistry, UnknownFlow, done
 from pi_memory_bridge.commands.forget import ForgetDeps, forget_flow
 from pi_memory_bridge.commands.outbox_ops import OutboxDeps, describe_counts, outbox_flow
@@ -122,6 +123,8 @@ class Sidecar:
         self.last_recall: RecallOutcome | None = None
         self.capture_stats = CaptureStats()
         self.flows = FlowRegistry()
+        self.catch_up: catchup.CatchUpRunner | None = None
+        self.imports: catchup.SidecarImports | None = None
         self.log_file: Path | None = None
         self._closing = False
         self._opening: asyncio.Task[None] | None = None
@@ -152,6 +155,9 @@ class Sidecar:
             errors = "; ".join(str(e) for e in loaded.errors)
             self.backend_error = f"not configured: {errors}" if errors else "not configured"
         self._handshake_done = True
+        self.catch_up = catchup.make_runner(loaded, agent_dir, self.delivery, lambda: self.backend)
+        if self.catch_up is not None:
+            self.catch_up.start()  # in the background: never delays recall
 
     async def ensure_backend(self, wait_s: float) -> MemoryBackend | None:
         """The backend, (re)opening it in the background when it is not open yet."""
@@ -215,6 +221,9 @@ class Sidecar:
 
     async def shutdown(self) -> None:
         self._closing = True
+        for work in (self.catch_up, self.imports):
+            if work is not None:
+                await work.stop()
         if self.delivery is not None:
             await self.delivery.close()
         if self.backend is not None:
@@ -344,6 +353,8 @@ class Sidecar:
         if failure is not None:
             stats.failures += 1
             stats.last_error = failure
+            if self.catch_up is not None:
+                self.catch_up.nudge()  # the turn is in Pi's session file: catch-up retries it
             log.error("capture failed: %s", failure)
             return TurnSettledResult(
                 captured=0, skipped=skipped, reasons=reasons, status_text="memory: capture failed"
@@ -445,6 +456,7 @@ class Sidecar:
             "outbox": self._outbox_flow,
             "setup": self._setup_flow,
             "sync-skills": self._sync_skills_flow,
+            "import": self._import_flow,
         }
         make = flows.get(p.name)
         if make is None:
@@ -460,6 +472,16 @@ class Sidecar:
     async def _status_flow(self, p: CommandRunParams) -> Flow:
         report = await self.status_report(p.pi_session_id)
         yield done(render_status(report), "info" if report.healthy else "warning", report.footer())
+
+    def _import_flow(self, p: CommandRunParams) -> Flow:
+        from pi_memory_bridge.commands.import_flow import import_flow
+
+        agent_dir = self.agent_dir or default_agent_dir(self._env)
+        if self.imports is None:
+            self.imports = catchup.SidecarImports(
+                agent_dir, self.delivery, lambda: self.backend, self._notify
+            )
+        return import_flow(self.imports.deps(self.loaded), p.args, has_ui=p.has_ui, cwd=self.cwd)
 
     def _forget_flow(self, p: CommandRunParams) -> Flow:
         delivery = self.delivery
@@ -533,6 +555,7 @@ class Sidecar:
         outbox = await self._outbox_status(problems)
         sdk = sdk_state()
         problems += sdk_problems(loaded, sdk.startswith("installed"), sdk_install_command())
+        problems += catchup.status_problems(self.catch_up)
         return StatusReport(
             version=__version__,
             protocol=PROTOCOL_VERSION,
@@ -550,6 +573,7 @@ class Sidecar:
             sdk=sdk,
             log_file=str(self.log_file) if self.log_file else "stderr only",
             problems=tuple(problems),
+            catch_up=catchup.status_line(self.catch_up, loaded, self.imports),
         )
 
     async def _backend_status(self, problems: list[Problem]) -> tuple[bool, str, dict[str, int]]:

@@ -29,6 +29,10 @@ def _parser() -> argparse.ArgumentParser:
         default=["status"],
         help="status | list [state] | flush | requeue <id|all> | purge <id|all>",
     )
+    imports = sub.add_parser("import", help="capture sessions from before memory ran (preview, confirm)")
+    imports.add_argument("--since", metavar="DATE", help="only turns said since DATE (YYYY-MM-DD[THH:MM])")
+    imports.add_argument("--session", metavar="FILE", help="only this Pi session file")
+    imports.add_argument("--yes", action="store_true", help="do not ask (for scripts)")
     return parser
 
 
@@ -68,6 +72,10 @@ def main(argv: list[str] | None = None) -> int:
         from pi_memory_bridge.terminal import outbox
 
         return outbox(" ".join(args.action))
+    if args.command == "import":
+        from pi_memory_bridge.terminal import import_sessions
+
+        return import_sessions(args.since, args.session, args.yes)
     _parser().print_help(sys.stderr)
     return 2
 

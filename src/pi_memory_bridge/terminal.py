@@ -153,3 +153,9 @@ def setup(ask: Ask = input) -> int:
     deps = SetupDeps(agent_dir=default_agent_dir(os.environ), cwd=Path.cwd(), env=os.environ)
     step = asyncio.run(run_flow(setup_flow(deps, has_ui=True), ask))
     return 0 if step.level == "info" else 1
+
+
+def import_sessions(since: str | None, session: str | None, yes: bool, ask: Ask = input) -> int:
+    from pi_memory_bridge.catchup.terminal_import import import_sessions as run
+
+    return run(since, session, yes, ask)

@@ -38,6 +38,7 @@ class StatusReport:
     sdk: str
     log_file: str
     problems: tuple[Problem, ...] = field(default=())
+    catch_up: str = ""  # recovery of turns live capture missed, from Pi's session files
 
     @property
     def healthy(self) -> bool:
@@ -65,6 +66,7 @@ class StatusReport:
             "lastRecall": self.last_recall,
             "capture": self.capture,
             "outbox": self.outbox,
+            "catchUp": self.catch_up,
             "sdk": self.sdk,
             "logFile": self.log_file,
             "problems": [{"what": p.what, "fix": p.fix} for p in self.problems],
@@ -87,6 +89,7 @@ def render_status(report: StatusReport) -> str:
         f"last recall:  {report.last_recall}",
         f"capture:      {report.capture}",
         f"outbox:       {report.outbox}",
+        *([f"catch-up:     {report.catch_up}"] if report.catch_up else []),
         f"memorycore sdk: {report.sdk}",
         f"log file:     {report.log_file}",
     ]

@@ -86,6 +86,9 @@ class CaptureSettings(_Settings):
     """Whether settled turns are captured into memory."""
 
     enabled: bool = True
+    # also capture, from Pi's own session files, settled turns the live path missed (sidecar
+    # slow, killed, disk full); off means live capture only
+    catch_up: bool = True
 
 
 class SkillSettings(_Settings):

@@ -265,9 +265,10 @@ class CatchUpRunner:
             progress.unreadable.pop(str(path), None)
             unfinished += len(scan.turns.open)
             progress.skipped += len(scan.turns.skipped)
-            if not await self._queue(scan):
+            queued, missing = await self._queue(scan)
+            if not queued:
                 failed = True
-                behind += len(scan.captured)
+                behind += missing
                 continue
             if scan.mark is not None:
                 try:
@@ -293,27 +294,39 @@ class CatchUpRunner:
         # a file last written before capture started holds nothing catch-up may take
         return file_stat.mtime_ns // 1_000_000 >= since_ms - _MTIME_SLACK_MS
 
-    async def _queue(self, scan: FileScan) -> bool:
-        """Queue the scan's captured turns; False (and why, in progress) when that failed."""
+    async def _queue(self, scan: FileScan) -> tuple[bool, int]:
+        """Queue the scan's captured turns the outbox has never seen; (ok, turns not queued). A
+        read comes first: turns already known need no write, which a full disk would refuse."""
         turns = [c.turn for c in scan.captured]
         if not turns:
-            return True
+            return True, 0
         if self._outbox is None:
             self.progress.declined += len(turns)
-            return True
+            return True, 0
+        outbox = self._outbox
         try:
-            new = await asyncio.to_thread(self._outbox.enqueue, turns, possibly_sent=True)
+            known = await asyncio.to_thread(outbox.known_ids, [t.turn_id for t in turns])
         except BackendError as exc:
-            self.progress.last_error = _clean(exc)
-            log.warning("catch-up: cannot queue %d turn(s) from %s: %s", len(turns), scan.path.name, exc)
-            return False
+            return self._failed(exc, scan, len(turns))
+        fresh = [t for t in turns if t.turn_id not in known]
+        new = 0
+        if fresh:
+            try:
+                new = await asyncio.to_thread(outbox.enqueue, fresh, possibly_sent=True)
+            except BackendError as exc:
+                return self._failed(exc, scan, len(fresh))
         self.progress.queued += new
         self.progress.already += len(turns) - new
         if new:
             log.info("catch-up: recovered %d turn(s) from %s", new, scan.path.name)
             if self._wake is not None:
                 self._wake()
-        return True
+        return True, 0
+
+    def _failed(self, exc: BackendError, scan: FileScan, missing: int) -> tuple[bool, int]:
+        self.progress.last_error = _clean(exc)
+        log.warning("catch-up: cannot queue %d turn(s) from %s: %s", missing, scan.path.name, exc)
+        return False, missing
 
     async def _forget_vanished(self, state: CatchUpState, marks: dict[str, Mark], present: set[str]) -> None:
         gone = [p for p in marks if p not in present]

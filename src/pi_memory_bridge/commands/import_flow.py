@@ -102,4 +102,6 @@ async def import_flow(
             yield done("import cancelled: nothing imported")
             return
     outcome = await deps.run(plan)
-    yield done(outcome.message, outcome.level, outcome.status_text)
+    # agreed up front: say what was decided, as the dialog would have shown it
+    message = f"{preview}\n{outcome.message}" if parsed.yes else outcome.message
+    yield done(message, outcome.level, outcome.status_text)

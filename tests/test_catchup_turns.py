@@ -34,6 +34,12 @@ def _marker(c: Captured) -> str:
     return c.turn.user_text.split()[0]
 
 
+def _prompt_marker(outcome: Captured | Skipped | Open) -> str:
+    message = outcome.user_entry.message
+    assert isinstance(message, dict)
+    return str(message["content"][0]["text"]).split()[0]
+
+
 def _ref(entry: dict[str, Any]) -> EntryRef:
     """The entry as the shim projects it (extension-shim/src/entries.ts)."""
     message = entry.get("message") if entry.get("type") == "message" else None
@@ -331,3 +337,46 @@ def test_two_user_messages_sharing_a_timestamp_keep_content_derived_keys(tmp_pat
     first, second = _turns(w.path).captured
     assert first.turn.turn_id == first.legacy_id and second.turn.turn_id == second.legacy_id
     assert first.turn.turn_id != second.turn.turn_id
+
+
+def test_the_edit_pi_writes_before_an_auto_retry_keeps_the_turn(tmp_path: Path) -> None:
+    # Pi 1.6 drops the failed response from the context (replacement null), then asks again
+    w = SessionWriter(tmp_path / "s.jsonl")
+    w.message(user("a tool call, then the server fails once", w.tick()))
+    w.message(assistant("", w.tick(), "toolUse", [{"id": "c1", "name": "bash", "args": {"command": "x"}}]))
+    w.message(tool_result("c1", "bash", "first try", w.tick()))
+    failed = w.message(assistant("", w.tick(), "error"))
+    w.append("context_edit", targetId=failed, replacement=None)
+    w.message(assistant("FINAL: tool said first try", w.tick()))
+    (captured,) = _turns(w.path).captured
+    assert captured.turn.assistant_text == "FINAL: tool said first try"
+    # the same edit of an answer that did not fail is a rewrite: fail-closed
+    answered = w.message(user("another", w.tick()))
+    reply = w.message(assistant("kept?", w.tick()))
+    w.append("context_edit", targetId=reply, replacement=None)
+    w.turn("after")
+    outcomes = {o.user_entry.id: o for o in _turns(w.path).outcomes}
+    assert isinstance(outcomes[answered], Skipped) and outcomes[answered].reasons == ("context-edited",)
+
+
+@pytest.mark.parametrize("version", PI_VERSIONS)
+def test_the_recorded_turn_shapes_of_real_pi_are_captured_as_live_capture_captures_them(version: str) -> None:
+    # tests/data/pi_sessions/scenarios-*.jsonl (e2e/record_sessions.py); 1.6 writes a context_edit
+    # before its auto-retry. P6 ends in a tool call the steer P7 answered: skipped, as live.
+    outcomes = {_prompt_marker(o): o for o in _turns(DATA / f"scenarios-{version}.jsonl").outcomes}
+    answers = {k: o.turn.assistant_text for k, o in outcomes.items() if isinstance(o, Captured)}
+    assert answers == {
+        "P1": "ECHO: P1 a plain turn",
+        "P2": "FINAL: tool said tool-ok",
+        "P3": "FINAL: tool said first try",
+        "P4": "slow first answer",
+        "P5": "answer to the follow-up",
+        "P7": "steered answer",
+        "P9": "ECHO: P9 the last plain turn",
+    }
+    skipped = {k: o.reasons for k, o in outcomes.items() if isinstance(o, Skipped)}
+    assert skipped == {"P6": ("stop-reason:toolUse",), "P8": ("stop-reason:aborted",)}
+    p2 = outcomes["P2"]
+    assert isinstance(p2, Captured) and [t.tool_name for t in p2.turn.tools] == ["bash"]
+    p3 = outcomes["P3"]
+    assert isinstance(p3, Captured) and p3.turn.tools == ()  # the failed attempt's call is dropped

@@ -11,7 +11,8 @@ Each turn becomes the `runs` that live capture receives at `agent_settled` (a ru
 assistant message that failed, `error` or `aborted`, where Pi's auto-retry starts the next one),
 so that the same fail-closed parser (`pi_shapes`), redaction and branch identity apply.
 Entries that carry nothing to capture are see-through; an entry type this module does not know,
-or a `context_edit` that rewrote one of the turn's messages, skips the turn (fail-closed).
+or a `context_edit` that rewrote one of the turn's messages, skips the turn (fail-closed); the one
+edit Pi 1.x writes itself, dropping a failed response before its auto-retry, changes nothing.
 
 A turn whose entries reach the file's last entry without a capturable answer is *open*: Pi may
 still be working on it (a tool running, a retry pending), so it is neither captured nor skipped.
@@ -125,6 +126,21 @@ def segment_of(log: SessionLog, user: LogEntry, children: dict[str, list[LogEntr
     return Segment(user, tuple(body), at_end=log.entries[-1] is last)
 
 
+def _retry_edit(edit: LogEntry, target: LogEntry | None) -> bool:
+    """Pi 1.x's auto-retry drops the failed response from the model's context with a
+    `context_edit` (replacement null) before asking again: the turn itself is unchanged (the
+    failed run's tool calls are dropped anyway), which is what live capture sees too."""
+    if target is None or "replacement" not in edit.body or edit.body["replacement"] is not None:
+        return False
+    message = target.message
+    return (
+        target.type == "message"
+        and isinstance(message, dict)
+        and message.get("role") == "assistant"
+        and message.get("stopReason") in _FAILED
+    )
+
+
 def _problem(segment: Segment, edited: set[str], duplicated: set[str]) -> str | None:
     ids = {segment.user.id, *(e.id for e in segment.body)}
     if ids & duplicated:
@@ -179,14 +195,19 @@ def log_turns(log: SessionLog, *, from_offset: int = 0, since_ms: int | None = N
         return LogTurns(())
     children: dict[str, list[LogEntry]] = {}
     counts: dict[str, int] = {}
-    edited: set[str] = set()
+    by_id: dict[str, LogEntry] = {}
     for entry in log.entries:
         counts[entry.id] = counts.get(entry.id, 0) + 1
+        by_id.setdefault(entry.id, entry)
         if entry.parent_id is not None:
             children.setdefault(entry.parent_id, []).append(entry)
-        target = entry.body.get("targetId")
-        if entry.type == "context_edit" and isinstance(target, str):
-            edited.add(target)
+    edited = {
+        target
+        for entry in log.entries
+        if entry.type == "context_edit"
+        and isinstance(target := entry.body.get("targetId"), str)
+        and not _retry_edit(entry, by_id.get(target))
+    }
     duplicated = {entry_id for entry_id, n in counts.items() if n > 1}
     links = [EntryLink(e.id, e.parent_id, e.type) for e in log.entries]
     users = [e for e in log.entries if e.is_user_message]

@@ -16,16 +16,10 @@ from pi_memory_bridge.backends.base import BackendUnavailable, ConversationTurn
 from pi_memory_bridge.backends.local import LocalBackend
 from pi_memory_bridge.backends.memorycore import MemoryCoreBackend, MemoryCoreTarget
 from pi_memory_bridge.capture import live_user_entries, prepare_capture
-from pi_memory_bridge.catchup import (
-    CatchUpRunner,
-    CatchUpState,
-    ImportPlan,
-    ImportScope,
-    plan_import,
-    run_import,
-)
-from pi_memory_bridge.catchup.importer import KnownIds
+from pi_memory_bridge.catchup.importer import ImportPlan, ImportScope, KnownIds, plan_import, run_import
+from pi_memory_bridge.catchup.runner import CatchUpRunner
 from pi_memory_bridge.catchup.service import known_ids_via
+from pi_memory_bridge.catchup.state import CatchUpState
 from pi_memory_bridge.commands.flows import FlowRegistry
 from pi_memory_bridge.commands.import_flow import ImportDeps, ImportOutcome, import_flow, parse_import_args
 from pi_memory_bridge.identity import BranchIdentity
@@ -310,5 +304,5 @@ async def test_a_turn_delivered_live_and_found_again_by_catch_up_is_stored_once_
 
 def test_the_recorded_fixtures_are_where_the_tests_expect_them() -> None:
     assert sorted(p.name for p in DATA.glob("*.jsonl")) == sorted(
-        f"{k}-{v}.jsonl" for k in ("tree", "fork", "clone") for v in PI_VERSIONS
+        f"{k}-{v}.jsonl" for k in ("tree", "fork", "clone", "scenarios") for v in PI_VERSIONS
     )

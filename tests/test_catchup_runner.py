@@ -13,8 +13,15 @@ from pathlib import Path
 import pytest
 
 from catchup_files import T0_MS, SessionWriter, assistant, user
-from pi_memory_bridge.catchup import Budget, CatchUpRunner, CatchUpState, capture_since
-from pi_memory_bridge.catchup.state import DB_FILENAME, LOCK_FILENAME, SINCE_FILENAME, Mark
+from pi_memory_bridge.catchup.runner import Budget, CatchUpRunner
+from pi_memory_bridge.catchup.state import (
+    DB_FILENAME,
+    LOCK_FILENAME,
+    SINCE_FILENAME,
+    CatchUpState,
+    Mark,
+    capture_since,
+)
 from pi_memory_bridge.outbox import Outbox
 
 

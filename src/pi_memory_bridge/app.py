@@ -8,6 +8,7 @@ exception that would leave Pi without a reply.
 from __future__ import annotations
 
 import asyncio
+import importlib
 import logging
 import os
 import time
@@ -15,13 +16,12 @@ from collections import Counter
 from collections.abc import Callable, Coroutine, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pi_memory_bridge._version import PROTOCOL_VERSION, __version__
 from pi_memory_bridge.backends.base import BackendError, ConversationTurn, MemoryBackend
 from pi_memory_bridge.backends.factory import open_backend
 from pi_memory_bridge.capture import CaptureSink, DirectSink, live_user_entries, prepare_capture
-from pi_memory_bridge.catchup import service as catchup
 from pi_memory_bridge.commands.flows import Flow, FlowRegistry, UnknownFlow, done
 from pi_memory_bridge.commands.forget import ForgetDeps, forget_flow
 from pi_memory_bridge.commands.outbox_ops import OutboxDeps, describe_counts, outbox_flow
@@ -62,6 +62,10 @@ from pi_memory_bridge.recall import Layer, RecallBudget, RecallOutcome, recall
 from pi_memory_bridge.redact import redact_text
 from pi_memory_bridge.rpc.errors import InvalidParams
 from pi_memory_bridge.tools import ToolFailure, conversation_search, memory_save, memory_search
+
+if TYPE_CHECKING:
+    from pi_memory_bridge.catchup.runner import CatchUpRunner
+    from pi_memory_bridge.catchup.service import SidecarImports
 
 log = logging.getLogger(__name__)
 
@@ -123,8 +127,8 @@ class Sidecar:
         self.last_recall: RecallOutcome | None = None
         self.capture_stats = CaptureStats()
         self.flows = FlowRegistry()
-        self.catch_up: catchup.CatchUpRunner | None = None
-        self.imports: catchup.SidecarImports | None = None
+        self.catch_up: CatchUpRunner | None = None
+        self.imports: SidecarImports | None = None
         self.log_file: Path | None = None
         self._closing = False
         self._opening: asyncio.Task[None] | None = None
@@ -155,9 +159,20 @@ class Sidecar:
             errors = "; ".join(str(e) for e in loaded.errors)
             self.backend_error = f"not configured: {errors}" if errors else "not configured"
         self._handshake_done = True
-        self.catch_up = catchup.make_runner(loaded, agent_dir, self.delivery, lambda: self.backend)
-        if self.catch_up is not None:
-            self.catch_up.start()  # in the background: never delays recall
+        task = asyncio.get_running_loop().create_task(self._start_catch_up())  # never delays recall
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
+
+    async def _start_catch_up(self) -> None:
+        try:
+            catchup = await asyncio.to_thread(importlib.import_module, "pi_memory_bridge.catchup.service")
+            if not self._closing and self.loaded is not None and self.agent_dir is not None:
+                runner = catchup.make_runner(self.loaded, self.agent_dir, self.delivery, lambda: self.backend)
+                self.catch_up = runner
+                if runner is not None:
+                    runner.start()
+        except Exception:  # background work: never let it escape, but say so
+            log.exception("cannot start catch-up")
 
     async def ensure_backend(self, wait_s: float) -> MemoryBackend | None:
         """The backend, (re)opening it in the background when it is not open yet."""
@@ -474,6 +489,7 @@ class Sidecar:
         yield done(render_status(report), "info" if report.healthy else "warning", report.footer())
 
     def _import_flow(self, p: CommandRunParams) -> Flow:
+        from pi_memory_bridge.catchup import service as catchup
         from pi_memory_bridge.commands.import_flow import import_flow
 
         agent_dir = self.agent_dir or default_agent_dir(self._env)
@@ -549,6 +565,8 @@ class Sidecar:
         yield done(reply)
 
     async def status_report(self, pi_session_id: str = "") -> StatusReport:
+        from pi_memory_bridge.catchup import service as catchup
+
         loaded = self.loaded
         problems = config_problems(loaded)
         backend_ok, detail, counts = await self._backend_status(problems)

@@ -8,32 +8,8 @@
 
 Modules: `reader` (session files, fail-closed), `segments` (turns as live capture sees them),
 `files` (finding and reading files against their watermark), `state` (watermarks, import jobs,
-when capture started), `runner` (the background passes), `importer` (preview and import).
+when capture started), `runner` (the background passes), `importer` (preview and import),
+`service` (what a sidecar wires up), `terminal_import` (the CLI command).
 
-`service` (imported on its own: it needs the engine's pieces) holds what a sidecar wires up.
+Nothing is imported here: the engine loads `service` in the background, after it is ready.
 """
-
-from pi_memory_bridge.catchup.importer import (
-    ImportPlan,
-    ImportResult,
-    ImportScope,
-    plan_import,
-    run_import,
-)
-from pi_memory_bridge.catchup.runner import Budget, CatchUpProgress, CatchUpRunner, PassOutcome
-from pi_memory_bridge.catchup.state import CatchUpState, StateError, capture_since
-
-__all__ = [
-    "Budget",
-    "CatchUpProgress",
-    "CatchUpRunner",
-    "CatchUpState",
-    "ImportPlan",
-    "ImportResult",
-    "ImportScope",
-    "PassOutcome",
-    "StateError",
-    "capture_since",
-    "plan_import",
-    "run_import",
-]

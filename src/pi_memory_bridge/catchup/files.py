@@ -16,7 +16,7 @@ from pathlib import Path
 
 from pi_memory_bridge.catchup.reader import SessionLog, Unreadable, parse_session_log
 from pi_memory_bridge.catchup.segments import Captured, LogTurns, log_turns
-from pi_memory_bridge.catchup.state import Mark
+from pi_memory_bridge.catchup.state import Mark, StoredMark
 
 SESSIONS_DIR = "sessions"
 MAX_FILE_BYTES = 256 * 1024 * 1024  # a session file larger than this is reported, not read
@@ -33,13 +33,8 @@ class FileStat:
     def of(cls, st: os.stat_result) -> FileStat:
         return cls(st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
 
-    def same_as(self, mark: Mark) -> bool:
-        return (self.dev, self.ino, self.size, self.mtime_ns) == (
-            mark.dev,
-            mark.ino,
-            mark.size,
-            mark.mtime_ns,
-        )
+    def same_as(self, mark: StoredMark) -> bool:
+        return (self.dev, self.ino, self.size, self.mtime_ns) == mark.stat_key
 
 
 def sessions_dir(agent_dir: Path) -> Path:

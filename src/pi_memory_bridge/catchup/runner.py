@@ -30,7 +30,7 @@ from pathlib import Path
 from pi_memory_bridge.backends.base import BackendError, ConversationTurn
 from pi_memory_bridge.catchup.files import FileScan, FileStat, scan_file, session_files, sessions_dir
 from pi_memory_bridge.catchup.importer import KnownIds, resume_import
-from pi_memory_bridge.catchup.state import LOCK_FILENAME, CatchUpState, Mark, StateError, capture_since
+from pi_memory_bridge.catchup.state import LOCK_FILENAME, CatchUpState, StateError, StoredMark, capture_since
 from pi_memory_bridge.outbox import Outbox
 from pi_memory_bridge.redact import redact_text
 
@@ -253,7 +253,9 @@ class CatchUpRunner:
                 waiting += 1
                 continue
             try:
-                scan = await asyncio.to_thread(scan_file, path, mark, since_ms=since)
+                scan = await asyncio.to_thread(
+                    scan_file, path, mark.validated() if mark is not None else None, since_ms=since
+                )
             except OSError as exc:
                 progress.unreadable[str(path)] = exc.strerror or str(exc)
                 continue
@@ -288,7 +290,7 @@ class CatchUpRunner:
         return PassOutcome(more=waiting > 0, failed=failed)
 
     @staticmethod
-    def _needs_read(file_stat: FileStat, mark: Mark | None, since_ms: int) -> bool:
+    def _needs_read(file_stat: FileStat, mark: StoredMark | None, since_ms: int) -> bool:
         if mark is not None and file_stat.same_as(mark):
             return False
         # a file last written before capture started holds nothing catch-up may take
@@ -328,7 +330,9 @@ class CatchUpRunner:
         log.warning("catch-up: cannot queue %d turn(s) from %s: %s", missing, scan.path.name, exc)
         return False, missing
 
-    async def _forget_vanished(self, state: CatchUpState, marks: dict[str, Mark], present: set[str]) -> None:
+    async def _forget_vanished(
+        self, state: CatchUpState, marks: dict[str, StoredMark], present: set[str]
+    ) -> None:
         gone = [p for p in marks if p not in present]
         if not gone:
             return

@@ -97,6 +97,31 @@ class Mark(_Row):
     updated_at: float
 
 
+@dataclass(frozen=True, slots=True)
+class StoredMark:
+    """A `marks` row as read, columns in `Mark` field order."""
+
+    row: tuple[object, ...]
+
+    @property
+    def stat_key(self) -> tuple[object, ...]:
+        """(device, inode, size, mtime) as recorded: equal to the file's only if it did not change."""
+        return self.row[1], self.row[2], self.row[7], self.row[8]
+
+    @property
+    def open_turns(self) -> int:
+        value = self.row[9]
+        return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else 0
+
+    def validated(self) -> Mark | None:
+        """The watermark, or None when the row does not fit (its file is then read from the start)."""
+        try:
+            return Mark.model_validate(dict(zip(Mark.model_fields, self.row, strict=True)))
+        except (ValidationError, ValueError):
+            log.warning("catch-up: ignoring an unreadable watermark for %r", self.row[0])
+            return None
+
+
 class ImportFile(_Row):
     path: str = Field(min_length=1)
     done: bool
@@ -204,18 +229,12 @@ class CatchUpState:
 
     # ---- watermarks -----------------------------------------------------------------------------
 
-    def marks(self) -> dict[str, Mark]:
+    def marks(self) -> dict[str, StoredMark]:
+        """Every watermark, by path, as stored (validated when used: a pass compares thousands of
+        files by their stat and reads only the few that changed)."""
         with self._tx("reading watermarks", write=False) as conn:
-            rows = conn.execute("SELECT * FROM marks").fetchall()
-        found: dict[str, Mark] = {}
-        for row in rows:
-            try:
-                mark = Mark.model_validate(dict(row))
-            except ValidationError:
-                log.warning("catch-up: ignoring an unreadable watermark for %s", row["path"])
-                continue
-            found[mark.path] = mark
-        return found
+            rows = conn.execute(f"SELECT {', '.join(Mark.model_fields)} FROM marks").fetchall()
+        return {str(row[0]): StoredMark(tuple(row)) for row in rows}
 
     def save_mark(self, mark: Mark) -> None:
         values = mark.model_dump()

@@ -164,6 +164,8 @@ class CatchUpRunner:
         self._task: asyncio.Task[None] | None = None
         self._nudged = asyncio.Event()
         self._failures = 0
+        self._skipped: set[tuple[str, str]] = set()
+        self._already: set[str] = set()
         self.progress = CatchUpProgress(declining=outbox is None)
 
     # ---- lifecycle ----------------------------------------------------------------------------
@@ -266,7 +268,9 @@ class CatchUpRunner:
                 continue
             progress.unreadable.pop(str(path), None)
             unfinished += len(scan.turns.open)
-            progress.skipped += len(scan.turns.skipped)
+            # a file read again from an open turn on meets the same turns again: count each once
+            self._skipped.update((scan.session_id or "", o.user_entry.id) for o in scan.turns.skipped)
+            progress.skipped = len(self._skipped)
             queued, missing = await self._queue(scan)
             if not queued:
                 failed = True
@@ -318,7 +322,8 @@ class CatchUpRunner:
             except BackendError as exc:
                 return self._failed(exc, scan, len(fresh))
         self.progress.queued += new
-        self.progress.already += len(turns) - new
+        self._already.update(t.turn_id for t in turns if t.turn_id in known)
+        self.progress.already = len(self._already)
         if new:
             log.info("catch-up: recovered %d turn(s) from %s", new, scan.path.name)
             if self._wake is not None:
@@ -333,6 +338,8 @@ class CatchUpRunner:
     async def _forget_vanished(
         self, state: CatchUpState, marks: dict[str, StoredMark], present: set[str]
     ) -> None:
+        for path in [p for p in self.progress.unreadable if p not in present]:
+            del self.progress.unreadable[path]
         gone = [p for p in marks if p not in present]
         if not gone:
             return

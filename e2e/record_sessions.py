@@ -13,6 +13,7 @@ import argparse
 import shutil
 import sys
 import tempfile
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -20,10 +21,14 @@ from typing import Any
 from harness import (
     FIXTURES_DIR,
     REPO_ROOT,
+    ErrorReply,
     FakeModel,
     PiEnv,
     PiInstall,
     PiRpcSession,
+    TextReply,
+    ToolCall,
+    ToolCallsReply,
     pi_installs,
     read_jsonl,
 )
@@ -147,6 +152,48 @@ def record_version(install: PiInstall, out: Path) -> None:
             env.close()
 
 
+def record_scenarios(install: PiInstall, out: Path) -> None:
+    """One session with the turn shapes capture must handle: a tool round trip, an auto-retry after
+    an HTTP 500, a follow-up queued during a run, a steer during a tool call, an abort."""
+    with tempfile.TemporaryDirectory(prefix="pi-record-") as tmp, FakeModel() as model:
+        env = PiEnv(install, Path(tmp), model.base_url)
+        try:
+            rpc = env.start_rpc()
+            rec = Recorder(rpc)
+            rpc.prompt_and_settle("P1 a plain turn")
+            rpc.prompt_and_settle('P2 CALL_TOOL bash {"command": "echo tool-ok"}')
+            model.script(ToolCallsReply((ToolCall("bash", {"command": "echo first try"}),)), ErrorReply(500))
+            rpc.prompt_and_settle("P3 a tool call, then the server fails once")
+            model.script(TextReply("slow first answer", delay_s=1.5), TextReply("answer to the follow-up"))
+            mark = rpc.mark()
+            rpc.send({"type": "prompt", "message": "P4 first question, slowly answered"})
+            rpc.wait_for_type("agent_start", timeout=20, since=mark)
+            time.sleep(0.3)
+            rpc.request_ok({"type": "follow_up", "message": "P5 and a follow-up"})
+            rpc.wait_for_type("agent_settled", timeout=40, since=mark)
+            model.script(
+                ToolCallsReply((ToolCall("bash", {"command": "sleep 1; echo steered"}),), delay_s=0.5),
+                TextReply("steered answer"),
+            )
+            mark = rpc.mark()
+            rpc.send({"type": "prompt", "message": "P6 run a slow tool"})
+            rpc.wait_for_type("tool_execution_start", timeout=20, since=mark)
+            rpc.request_ok({"type": "steer", "message": "P7 steer this way"})
+            rpc.wait_for_type("agent_settled", timeout=40, since=mark)
+            model.script(TextReply("this answer is cut off " * 40, delay_s=2.0))
+            mark = rpc.mark()
+            rpc.send({"type": "prompt", "message": "P8 a prompt the user aborts"})
+            rpc.wait_for_type("agent_start", timeout=20, since=mark)
+            time.sleep(0.5)
+            rpc.request_ok({"type": "abort"})
+            rpc.wait_for_type("agent_settled", timeout=40, since=mark)
+            rpc.prompt_and_settle("P9 the last plain turn")
+            shutil.copyfile(rec.session_file(), out / f"scenarios-{install.version}.jsonl")
+            assert rpc.close() == 0
+        finally:
+            env.close()
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--out", type=Path, default=REPO_ROOT / "tests" / "data" / "pi_sessions")
@@ -154,6 +201,7 @@ def main() -> int:
     args.out.mkdir(parents=True, exist_ok=True)
     for install in pi_installs():
         record_version(install, args.out)
+        record_scenarios(install, args.out)
         print(f"recorded Pi {install.version} into {args.out}")
     return 0
 

@@ -30,6 +30,7 @@ LAYERS: dict[str, int] = {
     "sidecar.protocol": WIRE,  # the wire models: pydantic only, spoken by the engine and the flows
     "embeddings": DOMAIN,  # the bundled model, its cache, hybrid fusion
     "backends": DOMAIN,
+    "catchup": DOMAIN,  # turns live capture missed, from Pi's session files; import
     "rescan": DOMAIN,  # the current redaction rules applied to what is already stored
     "capture": DOMAIN,
     "recall": DOMAIN,

@@ -120,7 +120,7 @@ def test_reopening_keeps_records_and_schema(tmp_path: Path) -> None:
     with Outbox.open(tmp_path) as box:
         assert box.counts().pending == 1
     with raw(tmp_path) as conn:
-        assert conn.execute("PRAGMA user_version").fetchone()[0] == 1
+        assert conn.execute("PRAGMA user_version").fetchone()[0] == 2
 
 
 def test_a_newer_schema_is_refused(tmp_path: Path) -> None:
@@ -173,17 +173,47 @@ def test_enqueue_is_idempotent_by_turn_id(outbox: Outbox, other: Outbox) -> None
     assert [e.id for e in outbox.list_entries()] == ["s1-t0001", "s1-t0002", "s1-t0003"]
 
 
-def test_a_delivered_turn_enqueued_again_is_a_no_op_until_retention_ends(
-    tmp_path: Path, clock: FakeClock
-) -> None:
+def test_a_turn_once_queued_is_never_queued_again(tmp_path: Path, clock: FakeClock) -> None:
+    # Live capture and catch-up from Pi's session files may both offer a turn, days apart.
     with Outbox.open(tmp_path, clock=clock, delivered_retention_s=3600) as box:
-        box.enqueue([turn(1)])
-        box.complete(box.claim() or pytest.fail("nothing claimed"))
+        box.enqueue([turn(1), turn(2), turn(3)])
+        box.complete(box.claim(limit=1) or pytest.fail("nothing claimed"))
         assert box.enqueue([turn(1)]) == 0
-        assert box.counts().pending == 0
-    clock.advance(3601)
+        box.remove(["s1-t0002"])  # forgotten before delivery
+        dead = box.claim(limit=1) or pytest.fail("nothing claimed")
+        box.reject(dead, "refused", max_rejections=2, delay_s=0)
+        again = box.claim(limit=1, ignore_backoff=True) or pytest.fail("nothing claimed")
+        box.reject(again, "refused again", max_rejections=2, delay_s=0)
+        assert box.purge_dead(ALL) == ("s1-t0003",)
+    clock.advance(3601)  # the delivered id is pruned; the turn is still known
     with Outbox.open(tmp_path, clock=clock, delivered_retention_s=3600) as box:
-        assert box.enqueue([turn(1)]) == 1
+        assert box.known_ids(["s1-t0001", "s1-t0002", "s1-t0003", "s1-t0004"]) == {
+            "s1-t0001",
+            "s1-t0002",
+            "s1-t0003",
+        }
+        assert box.enqueue([turn(1), turn(2), turn(3), turn(4)]) == 1
+        assert [e.id for e in box.list_entries()] == ["s1-t0004"]
+
+
+def test_a_possibly_sent_turn_is_checked_before_it_is_sent(outbox: Outbox) -> None:
+    outbox.enqueue([turn(1)])
+    outbox.enqueue([turn(2)], possibly_sent=True)
+    claim = outbox.claim() or pytest.fail("nothing claimed")
+    assert [(i.turn.turn_id, i.ambiguous) for i in claim.items] == [("s1-t0001", False), ("s1-t0002", True)]
+
+
+def test_a_version_1_outbox_learns_the_turns_it_already_holds(tmp_path: Path) -> None:
+    db = tmp_path / DB_FILENAME
+    with Outbox.open(tmp_path) as box:
+        box.enqueue([turn(1), turn(2)])
+        box.complete(box.claim(limit=1) or pytest.fail("nothing claimed"))
+    with raw(tmp_path) as conn:  # back to what version 1 wrote
+        conn.execute("DROP TABLE captured")
+        conn.execute("PRAGMA user_version = 1")
+    assert db.exists()
+    with Outbox.open(tmp_path) as box:
+        assert box.enqueue([turn(1), turn(2), turn(3)]) == 1
 
 
 def test_an_invalid_turn_queues_nothing_of_its_batch(outbox: Outbox) -> None:

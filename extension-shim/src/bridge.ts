@@ -7,6 +7,7 @@ import { getAgentDir, VERSION } from "@earendil-works/pi-coding-agent";
 import { appendFileSync } from "node:fs";
 import { Type } from "typebox";
 import { liveUserTimestamps, projectEntries } from "./entries.ts";
+import { markCaptureSince } from "./since.ts";
 import {
 	CLIENT_NAME,
 	CLIENT_VERSION,
@@ -345,6 +346,12 @@ function registerCommands(pi: ExtensionAPI): void {
 			await runCommand("resume", args, ctx);
 		},
 	});
+	pi.registerCommand("tdai-memory-import", {
+		description: "Import sessions from before memory was set up: preview, confirm: [--since DATE] [--session FILE]",
+		handler: async (args, ctx) => {
+			await runCommand("import", args, ctx);
+		},
+	});
 	pi.registerCommand("tdai-memory-remember", {
 		description: "Save a fact or preference to long-term memory: /tdai-memory-remember <text>",
 		handler: async (args, ctx) => {
@@ -365,6 +372,7 @@ export function createMemoryBridge(pi: ExtensionAPI): void {
 			clearTimeout(shared.stopTimer);
 			shared.stopTimer = undefined;
 		}
+		markCaptureSince(initParams().agentDir); // before any turn: catch-up may recover from here on
 		const sc = sidecar();
 		sc.ensureStarted();
 		if (sc.state === "starting") setStatus("memory: starting");

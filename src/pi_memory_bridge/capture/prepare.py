@@ -8,13 +8,13 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Protocol
 
 from pi_memory_bridge.backends.base import ConversationTurn, MemoryBackend, ToolEvidence
-from pi_memory_bridge.capture.identity import BranchIdentity, turn_id
+from pi_memory_bridge.capture.identity import BranchIdentity, entry_turn_id, turn_id, user_entry_ids
 from pi_memory_bridge.capture.pi_shapes import CapturedTurn, ToolPair, extract_turns
 from pi_memory_bridge.redact import redact_text, redact_value
 
@@ -32,6 +32,27 @@ class PreparedCapture:
     turns: tuple[ConversationTurn, ...]
     skipped_reasons: tuple[str, ...]
     redactions: int
+    # per turn, the content-derived id it would have had without its entry id (the id turns were
+    # stored under before entry ids), so an import can recognise a turn stored back then
+    legacy_ids: tuple[str, ...] = ()
+
+
+class EntryProjection(Protocol):
+    """A session entry as the shim projects it (`protocol.EntryRef`)."""
+
+    @property
+    def id(self) -> str: ...
+    @property
+    def type(self) -> str: ...
+    @property
+    def role(self) -> str | None: ...
+    @property
+    def ts(self) -> int | None: ...
+
+
+def live_user_entries(entries: Sequence[EntryProjection]) -> dict[int, str]:
+    """`user_entries` for `prepare_capture` from the entries the shim sent with a settle."""
+    return user_entry_ids((e.id, e.ts) for e in entries if e.type == "message" and e.role == "user")
 
 
 class CaptureSink(Protocol):
@@ -82,30 +103,43 @@ def _timestamp(ms: int | None, fallback: datetime) -> datetime:
 
 
 def prepare_capture(
-    runs: Sequence[Any], *, aborted: bool | None, identity: BranchIdentity, now: datetime | None = None
+    runs: Sequence[Any],
+    *,
+    aborted: bool | None,
+    identity: BranchIdentity,
+    user_entries: Mapping[int, str] | None = None,
+    now: datetime | None = None,
 ) -> PreparedCapture:
-    """The storable turns of the settled runs. One turn that cannot be prepared (whatever the
-    reason) is skipped with a reason; it never takes the other turns, or the caller, down."""
+    """The storable turns of the settled runs, redacted. `user_entries` maps a user message's
+    timestamp to its session entry id (`identity.user_entry_ids`): a turn found there is keyed by
+    that entry. One turn that cannot be prepared (whatever the reason) is skipped with a reason;
+    it never takes the other turns, or the caller, down."""
     extraction = extract_turns(runs, aborted=aborted)
     now = now or datetime.now(tz=UTC)
     turns: list[ConversationTurn] = []
+    legacy_ids: list[str] = []
     skipped = [s.reason for s in extraction.skipped]
     redactions = 0
     for ordinal, captured in enumerate(extraction.turns):
         try:
-            turn, hits = _prepare_turn(captured, ordinal, identity, now)
+            turn, hits, legacy_id = _prepare_turn(captured, ordinal, identity, now, user_entries)
         except Exception as exc:  # one bad field skips its turn, counted, instead of the capture
             log.warning("capture: a turn could not be prepared and is skipped: %s", type(exc).__name__)
             skipped.append(f"prepare-failed:{type(exc).__name__}")
             continue
         turns.append(turn)
+        legacy_ids.append(legacy_id)
         redactions += hits
-    return PreparedCapture(tuple(turns), tuple(skipped), redactions)
+    return PreparedCapture(tuple(turns), tuple(skipped), redactions, tuple(legacy_ids))
 
 
 def _prepare_turn(
-    captured: CapturedTurn, ordinal: int, identity: BranchIdentity, now: datetime
-) -> tuple[ConversationTurn, int]:
+    captured: CapturedTurn,
+    ordinal: int,
+    identity: BranchIdentity,
+    now: datetime,
+    user_entries: Mapping[int, str] | None,
+) -> tuple[ConversationTurn, int, str]:
     user = redact_text(captured.user_text)
     assistant = redact_text(captured.assistant_text)
     redactions = user.count + assistant.count
@@ -115,8 +149,11 @@ def _prepare_turn(
         tools.append(evidence)
         redactions += hits
     session_id = identity.memory_session_id
+    legacy_id = turn_id(session_id, captured.user_timestamp_ms, user.text, ordinal)
+    ts = captured.user_timestamp_ms
+    entry_id = None if ts is None or user_entries is None else user_entries.get(ts)
     turn = ConversationTurn(
-        turn_id=turn_id(session_id, captured.user_timestamp_ms, user.text, ordinal),
+        turn_id=legacy_id if entry_id is None else entry_turn_id(identity.pi_session_id, entry_id),
         memory_session_id=session_id,
         user_text=_clip(user.text),
         assistant_text=_clip(assistant.text),
@@ -125,7 +162,7 @@ def _prepare_turn(
         tools=tuple(tools),
     )
     _check_storable(turn)
-    return turn, redactions
+    return turn, redactions, legacy_id
 
 
 def _check_storable(turn: ConversationTurn) -> None:

@@ -21,7 +21,6 @@ def _parser() -> argparse.ArgumentParser:
     search = sub.add_parser("search", help="search stored memory (L1 and L0); empty: the most recent")
     search.add_argument("query", nargs="?", default="")
     search.add_argument("--limit", type=int, default=5)
-    search.add_argument("--json", action="store_true", help="print the ranked results as JSON (see README)")
     forget = sub.add_parser("forget", help="find memories, preview them, choose, confirm and delete")
     forget.add_argument("query", nargs="?", default="")
     memory_args.add_script_flags(search, forget)

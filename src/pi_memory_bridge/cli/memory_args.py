@@ -26,9 +26,15 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
     export = sub.add_parser("export", help="everything memory holds, as Markdown (default) or JSON")
     export.add_argument("--json", action="store_true", help="JSON, the format `import` reads")
     export.add_argument("-o", "--output", type=Path, help="write to this file (0600) instead of stdout")
-    imp = sub.add_parser("import", help="import a JSON file written by `export --json` (asks first)")
+    imp = sub.add_parser(
+        "import",
+        help="without FILE: capture Pi sessions from before memory ran (preview, confirm); "
+        "with FILE.json: import a file written by `export --json` (asks first)",
+    )
     imp.add_argument("file", type=Path, nargs="?", help="FILE.json from `pi-memory-bridge export --json`")
-    imp.add_argument("--yes", action="store_true", help="do not ask")
+    imp.add_argument("--since", metavar="DATE", help="sessions: only turns since DATE (YYYY-MM-DD[THH:MM])")
+    imp.add_argument("--session", metavar="FILE", help="sessions: only this Pi session file")
+    imp.add_argument("--yes", action="store_true", help="do not ask (for scripts)")
     status = sub.add_parser("status", help="what memory is doing: backend, counts, outbox, problems")
     status.add_argument("--json", action="store_true")
     for name, doing in (("pause", "pause memory for"), ("resume", "turn memory back on for")):

@@ -350,8 +350,10 @@ def dispatch(args: argparse.Namespace, ask: Ask = input) -> int:
         if command == "export":
             return _run(lambda b: _export(b, args))
         if command == "import":
-            if args.file is None:
-                return _err("usage: pi-memory-bridge import FILE.json (a file from `export --json`)")
+            if args.file is None:  # Pi's own session files, from before memory ran
+                from pi_memory_bridge.cli.import_sessions import import_sessions
+
+                return import_sessions(args.since, args.session, args.yes, ask)
             return _run(lambda b: _import(b, args.file, args.yes, ask))
         if command == "status":
             return asyncio.run(_status(args.json))

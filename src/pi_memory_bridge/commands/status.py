@@ -44,6 +44,7 @@ class StatusReport:
 
     def with_pause(self, project: str) -> StatusReport:
         return replace(self, paused_project=project)
+    catch_up: str = ""  # recovery of turns live capture missed, from Pi's session files
 
     @property
     def healthy(self) -> bool:
@@ -73,6 +74,7 @@ class StatusReport:
             "lastRecall": self.last_recall,
             "capture": self.capture,
             "outbox": self.outbox,
+            "catchUp": self.catch_up,
             "sdk": self.sdk,
             "logFile": self.log_file,
             "embeddings": self.embeddings,
@@ -103,6 +105,7 @@ def render_status(report: StatusReport) -> str:
         f"capture:      {report.capture}",
         *([f"embeddings:   {report.embeddings}"] if report.embeddings else []),
         f"outbox:       {report.outbox}",
+        *([f"catch-up:     {report.catch_up}"] if report.catch_up else []),
         f"memorycore sdk: {report.sdk}",
         f"log file:     {report.log_file}",
     ]

@@ -89,6 +89,9 @@ class CaptureSettings(_Settings):
     # Runs Pi does not keep (`pi --no-session`, as subagents are started) get recall, but are not
     # the user's conversation: captured only when this is on (and then only live: no session file).
     no_session_runs: bool = False
+    # also capture, from Pi's own session files, settled turns the live path missed (sidecar
+    # slow, killed, disk full); off means live capture only
+    catch_up: bool = True
 
 
 class SkillSettings(_Settings):

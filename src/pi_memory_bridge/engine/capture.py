@@ -5,10 +5,11 @@ from __future__ import annotations
 
 import logging
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from pi_memory_bridge.backends.base import BackendError
-from pi_memory_bridge.capture.prepare import prepare_capture
+from pi_memory_bridge.capture.prepare import live_user_entries, prepare_capture
 from pi_memory_bridge.capture.scope import not_kept_reason
 from pi_memory_bridge.config import LoadedConfig
 from pi_memory_bridge.engine import footer
@@ -55,6 +56,8 @@ class Capture:
         self._sessions = sessions
         self._skills = skills
         self.stats = CaptureStats()
+        # a failed live capture: the turn is in Pi's session file, catch-up retries it from there
+        self.on_failure: Callable[[], None] = lambda: None
 
     async def turn_settled(self, p: TurnSettledParams) -> TurnSettledResult:
         cfg = self._loaded.config
@@ -66,7 +69,9 @@ class Capture:
                 captured=0, skipped=0, reasons=[unkept], status_text=footer.not_captured(unkept)
             )
         ident = self._sessions.identity_for(p.pi_session_id, p.entries, p.leaf_id)
-        prepared = prepare_capture(p.runs, aborted=p.aborted, identity=ident)
+        prepared = prepare_capture(
+            p.runs, aborted=p.aborted, identity=ident, user_entries=live_user_entries(p.entries)
+        )
         stats = self.stats
         stats.skipped += len(prepared.skipped_reasons)
         stats.skip_reasons.update(prepared.skipped_reasons)
@@ -94,6 +99,7 @@ class Capture:
         if failure is not None:
             stats.failures += 1
             stats.last_error = failure
+            self.on_failure()
             log.error("capture failed: %s", failure)
             return TurnSettledResult(
                 captured=0, skipped=skipped, reasons=reasons, status_text=footer.CAPTURE_FAILED

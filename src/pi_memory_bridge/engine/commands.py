@@ -12,6 +12,7 @@ from pi_memory_bridge.commands.outbox_ops import OutboxDeps, outbox_flow
 from pi_memory_bridge.commands.pause import ProjectPause, pause_flow
 from pi_memory_bridge.commands.status import render_status
 from pi_memory_bridge.engine.backend_slot import BackendSlot
+from pi_memory_bridge.engine.catch_up import CatchUp
 from pi_memory_bridge.engine.skills import skill_source
 from pi_memory_bridge.engine.status import Status
 from pi_memory_bridge.recall.trace_log import TraceLog
@@ -41,8 +42,10 @@ class Commands:
             "memory": self._memory_flow,
             "pause": lambda _p: pause_flow(pause, paused=True, footer=slot.footer),
             "resume": lambda _p: pause_flow(pause, paused=False, footer=slot.footer),
+            "import": self._import_flow,
         }
         self.traces: TraceLog | None = None  # forget blanks what the recall traces kept
+        self.catch_up: CatchUp | None = None
 
     async def run(self, p: CommandRunParams) -> CommandStep:
         make = self._table.get(p.name)
@@ -55,6 +58,11 @@ class Commands:
             return await self._flows.answer(p.flow_id, p.answer)
         except UnknownFlow as exc:
             raise InvalidParams(str(exc)) from None
+
+    def _import_flow(self, p: CommandRunParams) -> Flow:
+        if self.catch_up is None:
+            raise InvalidParams("import is not ready yet; try again in a moment")
+        return self.catch_up.import_flow(p)
 
     def _memory_flow(self, p: CommandRunParams) -> Flow:
         return memory_flow(self._forget_deps(), p.args, has_ui=p.has_ui)

@@ -17,6 +17,7 @@ from pi_memory_bridge.config import LoadedConfig, data_dir
 from pi_memory_bridge.engine import footer, pause
 from pi_memory_bridge.engine.backend_slot import BackendSlot
 from pi_memory_bridge.engine.capture import Capture
+from pi_memory_bridge.engine.catch_up import CatchUp
 from pi_memory_bridge.engine.commands import Commands
 from pi_memory_bridge.engine.notifier import Notifier, Notify
 from pi_memory_bridge.engine.recall import Recall
@@ -69,6 +70,9 @@ class Engine:
         self._status = Status(loaded, self.slot, self.sessions, self._recall, self._capture.stats, log_file)
         self._commands = Commands(self.slot, self._status, cwd=cwd, env=env, pause=self.pause)
         self.traces: TraceLog | None = None
+        self.catch_up = CatchUp(loaded, agent_dir, cwd, self.slot, self._notifier)
+        self._capture.on_failure = self.catch_up.nudge
+        self._status.catch_up = self._commands.catch_up = self.catch_up
         self.slot.paused = self.pause.paused
 
     @classmethod
@@ -89,6 +93,7 @@ class Engine:
         )
         await engine.slot.start()
         engine._notifier.started = True
+        engine.catch_up.start_soon()  # in the background: never delays recall
         return engine
 
     def _outbox_changed(self, counts: OutboxCounts) -> None:
@@ -129,4 +134,5 @@ class Engine:
 
     async def shutdown(self) -> None:
         self._notifier.closing = True
+        await self.catch_up.stop()
         await self.slot.close()

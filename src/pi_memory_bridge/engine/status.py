@@ -21,6 +21,7 @@ from pi_memory_bridge.commands.status import (
 from pi_memory_bridge.config import LoadedConfig
 from pi_memory_bridge.engine.backend_slot import BackendSlot
 from pi_memory_bridge.engine.capture import CaptureStats
+from pi_memory_bridge.engine.catch_up import CatchUp
 from pi_memory_bridge.engine.recall import Recall
 from pi_memory_bridge.engine.sessions import Sessions
 from pi_memory_bridge.redact import redact_text
@@ -54,6 +55,7 @@ class Status:
         self._recall = recall
         self._capture_stats = capture_stats
         self._log_file = log_file
+        self.catch_up: CatchUp | None = None
 
     async def report(self, pi_session_id: str = "") -> StatusReport:
         loaded = self._loaded
@@ -62,6 +64,8 @@ class Status:
         outbox = await self._outbox_status(problems)
         sdk = sdk_state()
         problems += sdk_problems(loaded, sdk.startswith("installed"), sdk_install_command())
+        if self.catch_up is not None:
+            problems += self.catch_up.problems()
         return StatusReport(
             version=__version__,
             protocol=PROTOCOL_VERSION,
@@ -80,6 +84,7 @@ class Status:
             log_file=str(self._log_file) if self._log_file else "stderr only",
             problems=tuple(problems),
             embeddings=await self._embeddings_status(),
+            catch_up=self.catch_up.status_line() if self.catch_up is not None else "",
         )
 
     async def _embeddings_status(self) -> str:

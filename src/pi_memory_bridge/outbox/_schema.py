@@ -4,6 +4,10 @@
 across processes); FIFO per memory session means "lowest seq first". `delivered` keeps the ids
 of delivered turns for a while so a late re-enqueue of the same turn is a no-op, which matters
 for a remote server that does not deduplicate.
+
+`captured` (v2) holds the id of every turn ever queued, and is never pruned: a turn is queued at
+most once, whether live capture or catch-up from Pi's session files (or an import) sees it first,
+and a turn that was forgotten or purged is never queued again. About 50 bytes a turn.
 """
 
 from __future__ import annotations
@@ -12,7 +16,7 @@ import sqlite3
 
 from pi_memory_bridge.outbox._errors import OutboxConfigError
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 
 _STATES = "'pending', 'in_flight', 'dead', 'quarantined'"
 
@@ -40,6 +44,13 @@ _DDL_V1 = (
 )
 
 
+_DDL_V2 = (
+    "CREATE TABLE captured (id TEXT PRIMARY KEY, captured_at REAL NOT NULL) WITHOUT ROWID",
+    "INSERT OR IGNORE INTO captured (id, captured_at) SELECT id, created_at FROM records",
+    "INSERT OR IGNORE INTO captured (id, captured_at) SELECT id, delivered_at FROM delivered",
+)
+
+
 def migrate(conn: sqlite3.Connection) -> None:
     """Create or upgrade the schema inside one `BEGIN IMMEDIATE` (two processes opening a fresh
     outbox at once cannot both create it). Raises OutboxConfigError for a newer schema."""
@@ -55,6 +66,9 @@ def migrate(conn: sqlite3.Connection) -> None:
             )
         if found < 1:
             for statement in _DDL_V1:
+                conn.execute(statement)
+        if found < 2:
+            for statement in _DDL_V2:
                 conn.execute(statement)
         conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
         conn.execute("COMMIT")

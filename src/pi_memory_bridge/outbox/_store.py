@@ -356,11 +356,13 @@ class Outbox:
 
     # ---- producing ----------------------------------------------------------------------------
 
-    def enqueue(self, turns: Sequence[ConversationTurn]) -> int:
+    def enqueue(self, turns: Sequence[ConversationTurn], *, possibly_sent: bool = False) -> int:
         """Queue the turns durably (fsynced before returning); return how many were new.
 
-        A turn whose id is already queued, dead, or delivered within the retention window is
-        skipped, so enqueueing the same turn twice is a no-op. Raises OutboxInvalidTurn (nothing
+        A turn whose id was ever queued before (by any process; delivered, forgotten and purged
+        ones included) is skipped, so enqueueing the same turn twice is a no-op. `possibly_sent`
+        queues them as possibly delivered already (turns recovered from Pi's session files): the
+        worker then checks the backend before sending them. Raises OutboxInvalidTurn (nothing
         queued) for a turn that cannot be stored, OutboxUnavailable when the file stays locked.
         """
         payloads: dict[str, TurnPayload] = {}
@@ -376,22 +378,42 @@ class Outbox:
         now = self._clock()
         ids = list(payloads)
         with self._transaction("queueing turns") as conn:
-            delivered: set[str] = set()
-            for chunk in _chunks(ids):
-                rows = conn.execute(f"SELECT id FROM delivered WHERE id IN ({_marks(chunk)})", tuple(chunk))
-                delivered.update(r[0] for r in rows)
+            known = self._captured(conn, ids)
+            fresh = [p for p in payloads.values() if p.turn_id not in known]
+            if not fresh:
+                return 0
             before = conn.total_changes
             conn.executemany(
                 "INSERT INTO records (id, memory_session_id, payload, created_at, attempts, rejections, "
                 "next_attempt_at, state, ambiguous, updated_at) "
-                f"VALUES (?, ?, ?, ?, 0, 0, ?, '{_PENDING}', 0, ?) ON CONFLICT(id) DO NOTHING",
+                f"VALUES (?, ?, ?, ?, 0, 0, ?, '{_PENDING}', ?, ?) ON CONFLICT(id) DO NOTHING",
                 [
-                    (p.turn_id, p.memory_session_id, p.model_dump_json(), now, now, now)
-                    for p in payloads.values()
-                    if p.turn_id not in delivered
+                    (p.turn_id, p.memory_session_id, p.model_dump_json(), now, now, int(possibly_sent), now)
+                    for p in fresh
                 ],
             )
-            return conn.total_changes - before
+            queued = conn.total_changes - before
+            conn.executemany(
+                "INSERT INTO captured (id, captured_at) VALUES (?, ?) ON CONFLICT(id) DO NOTHING",
+                [(p.turn_id, now) for p in fresh],
+            )
+            return queued
+
+    @staticmethod
+    def _captured(conn: sqlite3.Connection, ids: Sequence[str]) -> set[str]:
+        found: set[str] = set()
+        for chunk in _chunks(ids):
+            rows = conn.execute(f"SELECT id FROM captured WHERE id IN ({_marks(chunk)})", tuple(chunk))
+            found.update(r[0] for r in rows)
+        return found
+
+    def known_ids(self, ids: Sequence[str]) -> set[str]:
+        """Which of these turn ids were ever queued (so `enqueue` would skip them)."""
+        wanted = list(dict.fromkeys(ids))
+        if not wanted:
+            return set()
+        with self._transaction("looking up captured turns", write=False) as conn:
+            return self._captured(conn, wanted)
 
     # ---- delivering ---------------------------------------------------------------------------
 

@@ -1,0 +1,162 @@
+"""Finding Pi's session files and reading one of them against its watermark (blocking I/O).
+
+`scan_file` reads the whole file (the tree above a new turn decides its branch identity), but only
+the user messages at or after the watermark's offset become turns; an unchanged file (same
+device, inode, size and modification time as when it was last read) is not read at all.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from pi_memory_bridge.catchup.reader import SessionLog, Unreadable, parse_session_log
+from pi_memory_bridge.catchup.segments import Captured, LogTurns, log_turns
+from pi_memory_bridge.catchup.state import Mark, StoredMark
+
+SESSIONS_DIR = "sessions"
+MAX_FILE_BYTES = 256 * 1024 * 1024  # a session file larger than this is reported, not read
+
+
+@dataclass(frozen=True, slots=True)
+class FileStat:
+    dev: int
+    ino: int
+    size: int
+    mtime_ns: int
+
+    @classmethod
+    def of(cls, st: os.stat_result) -> FileStat:
+        return cls(st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
+
+    def same_as(self, mark: StoredMark) -> bool:
+        return (self.dev, self.ino, self.size, self.mtime_ns) == mark.stat_key
+
+
+def sessions_dir(agent_dir: Path) -> Path:
+    return agent_dir / SESSIONS_DIR
+
+
+def session_files(root: Path) -> Iterator[tuple[Path, FileStat]]:
+    """`root/*.jsonl` and `root/*/*.jsonl` (Pi's layout is `sessions/--<cwd>--/<file>.jsonl`),
+    regular files only (a symlink may point anywhere)."""
+    try:
+        top = list(os.scandir(root))
+    except OSError:
+        return
+    for item in top:
+        if item.is_dir(follow_symlinks=False):
+            try:
+                inner = list(os.scandir(item.path))
+            except OSError:
+                continue
+            for leaf in inner:
+                found = _session_file(leaf)
+                if found is not None:
+                    yield found
+        else:
+            found = _session_file(item)
+            if found is not None:
+                yield found
+
+
+def _session_file(item: os.DirEntry[str]) -> tuple[Path, FileStat] | None:
+    if not item.name.endswith(".jsonl") or not item.is_file(follow_symlinks=False):
+        return None
+    try:
+        return Path(item.path), FileStat.of(item.stat(follow_symlinks=False))
+    except OSError:
+        return None
+
+
+@dataclass(frozen=True, slots=True)
+class FileScan:
+    path: Path
+    stat: FileStat
+    session_id: str | None
+    turns: LogTurns
+    mark: Mark | None  # the watermark to store once the captured turns are queued
+    bytes_read: int
+    unreadable: str | None = None
+
+    @property
+    def captured(self) -> tuple[Captured, ...]:
+        return self.turns.captured
+
+
+def read_file(path: Path, max_bytes: int = MAX_FILE_BYTES) -> tuple[FileStat, SessionLog | Unreadable, int]:
+    """(stat, parsed log, bytes read) of a session file, read up to its size when opened."""
+    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0))
+    try:
+        st = os.fstat(fd)
+        file_stat = FileStat.of(st)
+        if not stat.S_ISREG(st.st_mode):
+            return file_stat, Unreadable("not a regular file"), 0
+        if st.st_size > max_bytes:
+            mib = st.st_size // (1024 * 1024)
+            return file_stat, Unreadable(f"too large to read ({mib} MiB)"), 0
+        chunks: list[bytes] = []
+        left = st.st_size
+        while left > 0:
+            chunk = os.read(fd, min(left, 1 << 20))
+            if not chunk:
+                break  # truncated while reading: what was read is still complete lines or not
+            chunks.append(chunk)
+            left -= len(chunk)
+    finally:
+        os.close(fd)
+    data = b"".join(chunks)
+    return file_stat, parse_session_log(data), len(data)
+
+
+def _resume_offset(mark: Mark | None, file_stat: FileStat, log: SessionLog) -> int:
+    """Where the decided part ends, if the file still holds the bytes that were decided."""
+    if mark is None or (mark.dev, mark.ino) != (file_stat.dev, file_stat.ino):
+        return 0
+    if mark.session_id != log.session_id or mark.offset > log.complete_bytes:
+        return 0
+    if mark.boundary_end == 0:
+        return mark.offset
+    for entry in log.entries:
+        if entry.end == mark.boundary_end:
+            return mark.offset if entry.id == mark.boundary_id else 0
+        if entry.end > mark.boundary_end:
+            break
+    return 0
+
+
+def scan_file(
+    path: Path, mark: Mark | None, *, since_ms: int | None, max_bytes: int = MAX_FILE_BYTES
+) -> FileScan:
+    """The turns of `path` not decided yet (all of them without a `mark`), said at or after
+    `since_ms`, and the watermark that records them as decided. Raises OSError when the file
+    cannot be opened (gone, permissions)."""
+    file_stat, log, size = read_file(path, max_bytes)
+    if isinstance(log, Unreadable):
+        return FileScan(path, file_stat, None, LogTurns(()), None, size, log.reason)
+    start = _resume_offset(mark, file_stat, log)
+    turns = log_turns(log, from_offset=start, since_ms=since_ms)
+    offset = min((o.user_entry.start for o in turns.open), default=log.complete_bytes)
+    boundary = None
+    for entry in log.entries:
+        if entry.end > offset:
+            break
+        boundary = entry
+    new_mark = Mark(
+        path=str(path),
+        dev=file_stat.dev,
+        ino=file_stat.ino,
+        session_id=log.session_id,
+        offset=offset,
+        boundary_id=boundary.id if boundary is not None else None,
+        boundary_end=boundary.end if boundary is not None else 0,
+        size=file_stat.size,
+        mtime_ns=file_stat.mtime_ns,
+        open_turns=len(turns.open),
+        updated_at=time.time(),
+    )
+    return FileScan(path, file_stat, log.session_id, turns, new_mark, size)

@@ -1,0 +1,86 @@
+"""Catch-up and import wired to the engine: turns that live capture missed, read back from Pi's
+session files in the background (never on Pi's path), and `/tdai-memory-import`."""
+
+from __future__ import annotations
+
+import asyncio
+import importlib
+import logging
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from pi_memory_bridge.commands.flows import Flow
+from pi_memory_bridge.commands.status import Problem
+from pi_memory_bridge.config import LoadedConfig
+from pi_memory_bridge.engine.backend_slot import BackendSlot
+from pi_memory_bridge.engine.notifier import Notifier
+from pi_memory_bridge.sidecar.protocol import CommandRunParams
+
+if TYPE_CHECKING:
+    from pi_memory_bridge.catchup.runner import CatchUpRunner
+    from pi_memory_bridge.catchup.service import SidecarImports
+
+log = logging.getLogger(__name__)
+
+
+class CatchUp:
+    def __init__(
+        self, loaded: LoadedConfig, agent_dir: Path, cwd: Path, slot: BackendSlot, notifier: Notifier
+    ) -> None:
+        self._loaded, self._agent_dir, self._cwd = loaded, agent_dir, cwd
+        self._slot, self._notifier = slot, notifier
+        self.runner: CatchUpRunner | None = None
+        self.imports: SidecarImports | None = None
+        self._starting: asyncio.Task[None] | None = None
+        self._closing = False
+
+    def start_soon(self) -> None:
+        """Start the runner in the background: its import and first scan never delay recall."""
+        self._starting = asyncio.get_running_loop().create_task(self._start())
+
+    async def _start(self) -> None:
+        try:
+            service = await asyncio.to_thread(importlib.import_module, "pi_memory_bridge.catchup.service")
+            if self._closing:
+                return
+            slot = self._slot
+            runner = service.make_runner(self._loaded, self._agent_dir, slot.delivery, lambda: slot.backend)
+            self.runner = runner
+            if runner is not None:
+                runner.start()
+        except Exception:  # background work: never let it escape, but say so
+            log.exception("cannot start catch-up")
+
+    def nudge(self) -> None:
+        """A live capture failed: the turn is in Pi's session file, so catch-up retries it soon."""
+        if self.runner is not None:
+            self.runner.nudge()
+
+    def import_flow(self, p: CommandRunParams) -> Flow:
+        from pi_memory_bridge.catchup import service
+        from pi_memory_bridge.commands.import_flow import import_flow
+
+        if self.imports is None:
+            slot = self._slot
+            self.imports = service.SidecarImports(
+                self._agent_dir, slot.delivery, lambda: slot.backend, self._notifier.say
+            )
+        return import_flow(self.imports.deps(self._loaded), p.args, has_ui=p.has_ui, cwd=self._cwd)
+
+    def problems(self) -> list[Problem]:
+        from pi_memory_bridge.catchup import service
+
+        return service.status_problems(self.runner)
+
+    def status_line(self) -> str:
+        from pi_memory_bridge.catchup import service
+
+        return service.status_line(self.runner, self._loaded, self.imports)
+
+    async def stop(self) -> None:
+        self._closing = True
+        if self._starting is not None:
+            await asyncio.wait({self._starting}, timeout=1.0)
+        for work in (self.runner, self.imports):
+            if work is not None:
+                await work.stop()

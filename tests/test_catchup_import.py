@@ -15,8 +15,8 @@ from memorycore_fake import FAKE_API_KEY, FakeMemoryCore, fake_sdk_bindings, ser
 from pi_memory_bridge.backends.base import BackendUnavailable, ConversationTurn
 from pi_memory_bridge.backends.local import LocalBackend
 from pi_memory_bridge.backends.memorycore import MemoryCoreBackend, MemoryCoreTarget
-from pi_memory_bridge.capture import live_user_entries, prepare_capture
 from pi_memory_bridge.capture.identity import BranchIdentity
+from pi_memory_bridge.capture.prepare import live_user_entries, prepare_capture
 from pi_memory_bridge.catchup.importer import ImportPlan, ImportScope, KnownIds, plan_import, run_import
 from pi_memory_bridge.catchup.runner import CatchUpRunner
 from pi_memory_bridge.catchup.service import known_ids_via

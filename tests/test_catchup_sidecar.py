@@ -10,9 +10,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from pi_memory_bridge.app import Sidecar
 
 from catchup_files import T0_MS, SessionWriter, copy_fixture
+from pi_memory_bridge.engine.core import Engine
+from pi_memory_bridge.sidecar.handshake import handshake
 from pi_memory_bridge.sidecar.protocol import (
     CommandAnswerParams,
     CommandRunParams,
@@ -31,28 +32,30 @@ def _agent(tmp_path: Path, config: dict[str, Any] | None = None, since_ms: int =
     return agent
 
 
-async def _start(agent: Path) -> Sidecar:
-    sidecar = Sidecar(env={"HOME": str(agent.parent), "PI_CODING_AGENT_DIR": str(agent)})
-    await sidecar.initialize(
+async def _start(agent: Path) -> Engine:
+    """The engine started the way `serve` starts it: the handshake, then `Engine.open`."""
+    env = {"HOME": str(agent.parent), "PI_CODING_AGENT_DIR": str(agent)}
+    hs = handshake(
         InitializeParams.model_validate(
             {"protocolVersion": "1.0", "client": {"name": "t", "version": "0"}, "cwd": str(agent.parent)}
-        )
+        ),
+        env,
     )
-    return sidecar
+    return await Engine.open(hs.loaded, hs.agent_dir, hs.cwd, env=env)
 
 
-async def _settled_pass(sidecar: Sidecar, passes: int = 1) -> None:
+async def _settled_pass(sidecar: Engine, passes: int = 1) -> None:
     for _ in range(1000):  # the runner starts in the background, after the engine is ready
-        if sidecar.catch_up is not None and sidecar.catch_up.progress.passes >= passes:
+        if sidecar.catch_up.runner is not None and sidecar.catch_up.runner.progress.passes >= passes:
             return
         await asyncio.sleep(0.01)
     raise AssertionError("no catch-up pass")
 
 
-async def _stored_texts(sidecar: Sidecar) -> list[str]:
-    assert sidecar.delivery is not None and sidecar.backend is not None
-    await sidecar.delivery.flush()
-    hits = await sidecar.backend.search_conversation("turn", 50)
+async def _stored_texts(sidecar: Engine) -> list[str]:
+    assert sidecar.slot.delivery is not None and sidecar.slot.backend is not None
+    await sidecar.slot.delivery.flush()
+    hits = await sidecar.slot.backend.search_conversation("turn", 50)
     return sorted(h.user_text for h in hits)
 
 
@@ -104,9 +107,9 @@ async def test_a_turn_seen_live_and_by_catch_up_is_stored_once(tmp_path: Path) -
         )
         assert live.captured == 1
         await _settled_pass(sidecar)
-        assert sidecar.catch_up is not None
-        await sidecar.catch_up.run_pass()  # whichever came first, the other found it known
-        progress = sidecar.catch_up.progress
+        assert sidecar.catch_up.runner is not None
+        await sidecar.catch_up.runner.run_pass()  # whichever came first, the other found it known
+        progress = sidecar.catch_up.runner.progress
         assert progress.queued + progress.already >= 1
         assert await _stored_texts(sidecar) == ["first turn seen on both paths"]
     finally:
@@ -147,10 +150,11 @@ async def test_the_import_command_previews_confirms_and_imports_in_the_backgroun
         started = await sidecar.command_answer(CommandAnswerParams(flow_id=ask.flow_id or "", answer=True))
         assert "in the background" in started.message
         for _ in range(500):
-            if sidecar.imports is not None and sidecar.imports.line.startswith("done"):
+            if sidecar.catch_up.imports is not None and sidecar.catch_up.imports.line.startswith("done"):
                 break
             await asyncio.sleep(0.01)
-        assert sidecar.imports is not None and sidecar.imports.line.startswith("done: 15 turn(s)")
+        imports = sidecar.catch_up.imports
+        assert imports is not None and imports.line.startswith("done: 15 turn(s)")
         assert len(await _stored_texts(sidecar)) == 15
         again = await sidecar.command_run(CommandRunParams(name="import", args="--yes", has_ui=False))
         assert "nothing to import" in again.message and "15 turn(s) are already in memory" in again.message

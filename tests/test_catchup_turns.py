@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 
 from catchup_files import DATA, PI_VERSIONS, SessionWriter, assistant, tool_result, user
-from pi_memory_bridge.capture import live_user_entries, prepare_capture
 from pi_memory_bridge.capture.identity import BranchIdentity, EntryLink, derive_branch, entry_turn_id
+from pi_memory_bridge.capture.prepare import live_user_entries, prepare_capture
 from pi_memory_bridge.catchup.reader import SessionLog, parse_session_log
 from pi_memory_bridge.catchup.segments import Captured, LogTurns, Open, Skipped, log_turns
 from pi_memory_bridge.sidecar.protocol import EntryRef

@@ -93,7 +93,9 @@ def test_doctor_creates_nothing_in_a_fresh_agent_dir(tmp_path: Path) -> None:
     agent = tmp_path / "agent"
     checks = run_checks(_env(agent), tmp_path)
     assert not agent.exists(), "doctor created the agent dir"
-    assert _failed(checks) in ([], ["shim"]) or _failed(checks) == [], render(checks)
+    # what is checked outside the data dir (Pi, Node, the extension) depends on this machine
+    outside = {"shim", "extension", "pi", "node"}
+    assert not set(_failed(checks)) - outside, render(checks)
     assert "not created yet" in _by_name(checks, "store").detail
 
 

@@ -59,6 +59,8 @@ class StatusOut(_Out):
     problems: list[ProblemOut]
     healthy: bool
     paused_project: str | None
+    embeddings: str  # search by meaning: the model, whether it loaded, vectors done/total; "" if none
+    catch_up: str  # turns recovered from Pi's session files: progress and backlog; "" if off
 
 
 SHAPES: dict[str, type[BaseModel]] = {

@@ -42,7 +42,9 @@ from pi_memory_bridge.embeddings.use_model import EncoderState
 
 log = logging.getLogger(__name__)
 
-CACHE_FORMAT = 2
+CACHE_FORMAT = 3
+# Entries of a large table unmarshalled at once (~5 ms of GIL each; see _read_tokenizer).
+MARSHAL_SLICE = 8192
 MANIFEST = "manifest.json"
 TOKENIZER_FILE = "tokenizer.marshal"
 MAX_MANIFEST_BYTES = 1 << 20
@@ -178,22 +180,55 @@ def _read_tokenizer(directory: Path, digest: str) -> TokenizerTables:
         raise CacheInvalid(f"unreadable cache file {TOKENIZER_FILE}: {exc}") from exc
     if hashlib.sha256(blob).hexdigest() != digest:
         raise CacheInvalid(f"cache file {TOKENIZER_FILE} does not match its SHA-256")
-    # ~400k small objects: the cyclic GC would walk them again and again while they are made
+    # ~250k small objects: the cyclic GC would walk them again and again while they are made
     was_enabled = gc.isenabled()
     gc.disable()
     try:
         tables = marshal.loads(blob)
+        if not isinstance(tables, dict):
+            raise CacheInvalid("the tokenizer tables have an unexpected shape")
+        plain, packed, normalizer = tables.get("plain"), tables.get("arrays"), tables.get("normalizer")
+        chunked = tables.get("chunked")
+        if not all(isinstance(x, dict) for x in (plain, packed, normalizer, chunked)):
+            raise CacheInvalid("the tokenizer tables have an unexpected shape")
+        assert isinstance(plain, dict) and isinstance(chunked, dict)  # for the type checker
+        for name, chunks in chunked.items():
+            merged: dict[object, object] = {}
+            for chunk in chunks:
+                # one marshal.loads holds the GIL throughout: in slices, the sidecar's event
+                # loop keeps answering (a recall's deadline) while the model loads
+                part = marshal.loads(chunk)
+                if not isinstance(part, dict):
+                    raise CacheInvalid("the tokenizer tables have an unexpected shape")
+                merged.update(part)
+            plain[name] = merged
     except (ValueError, EOFError, TypeError) as exc:
         raise CacheInvalid(f"unreadable tokenizer tables: {exc}") from exc
     finally:
         if was_enabled:
             gc.enable()
-    if not isinstance(tables, dict):
-        raise CacheInvalid("the tokenizer tables have an unexpected shape")
-    plain, packed, normalizer = tables.get("plain"), tables.get("arrays"), tables.get("normalizer")
-    if not (isinstance(plain, dict) and isinstance(packed, dict) and isinstance(normalizer, dict)):
-        raise CacheInvalid("the tokenizer tables have an unexpected shape")
+    assert isinstance(packed, dict) and isinstance(normalizer, dict)
     return plain, packed, normalizer
+
+
+def _tokenizer_blob(state: EncoderState) -> bytes:
+    plain: dict[str, object] = {}
+    chunked: dict[str, list[bytes]] = {}
+    for name, value in state.tokenizer.items():
+        if isinstance(value, dict) and len(value) > MARSHAL_SLICE:
+            items = list(value.items())
+            chunked[name] = [
+                marshal.dumps(dict(items[i : i + MARSHAL_SLICE])) for i in range(0, len(items), MARSHAL_SLICE)
+            ]
+        else:
+            plain[name] = value
+    tables = {
+        "plain": plain,
+        "chunked": chunked,
+        "arrays": state.tokenizer_arrays,
+        "normalizer": state.normalizer,
+    }
+    return marshal.dumps(tables)
 
 
 def _create_private(path: Path) -> int:
@@ -239,9 +274,7 @@ def write(root: Path, files: BundleFiles, state: EncoderState) -> Path:
             path = staging / _array_file(name)
             _save_array(path, value)
             digests[path.name] = _hash_mapped(path)
-        blob = marshal.dumps(
-            {"plain": state.tokenizer, "arrays": state.tokenizer_arrays, "normalizer": state.normalizer}
-        )
+        blob = _tokenizer_blob(state)
         _write_private(staging / TOKENIZER_FILE, blob)
         digests[TOKENIZER_FILE] = hashlib.sha256(blob).hexdigest()
         manifest = Manifest(

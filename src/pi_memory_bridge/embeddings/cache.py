@@ -28,7 +28,6 @@ import os
 import secrets
 import shutil
 import sys
-from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -83,16 +82,6 @@ class Manifest(BaseModel):
 def cache_key() -> str:
     model = MODEL_ID.replace("/", "-")
     return f"{model}-py{sys.version_info[0]}{sys.version_info[1]}-f{CACHE_FORMAT}"
-
-
-def default_cache_root(env: Mapping[str, str]) -> Path:
-    """`$PI_MEMORY_BRIDGE_CACHE_DIR`, else the user's cache dir: shared by every Pi agent dir."""
-    explicit = env.get("PI_MEMORY_BRIDGE_CACHE_DIR")
-    if explicit:
-        return Path(explicit)
-    xdg = env.get("XDG_CACHE_HOME")
-    base = Path(xdg) if xdg else Path(env.get("HOME") or Path.home()) / ".cache"
-    return base / "pi-memory-bridge"
 
 
 def _array_file(name: str) -> str:

@@ -49,7 +49,7 @@ WAIT_WITHOUT_DEADLINE_S = 15.0
 SEARCH_MARGIN_S = 0.4
 # The longest a recall waits for them: the shim's clock for the recall may have started a
 # second before ours (the sidecar's own start-up), and its patience ends with the deadline.
-RECALL_WAIT_CAP_S = 1.5
+RECALL_WAIT_CAP_S = 1.0
 _QUERY_CACHE = 16
 _ID_CHUNK = 500
 

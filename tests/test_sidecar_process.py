@@ -98,7 +98,8 @@ def test_a_turn_captured_in_chinese_is_recalled_by_an_english_paraphrase(
     sidecar: SidecarProcess, tmp_path: Path
 ) -> None:
     sidecar.initialize(tmp_path)
-    runs = [[user("我的狗叫豆豆，是一只柯基", 1_764_000_000_000), assistant("好的，记住了。", 1_764_000_001_000)]]
+    said = user("我的狗叫豆豆，是一只柯基", 1_764_000_000_000)
+    runs = [[said, assistant("好的，记住了。", 1_764_000_001_000)]]
     assert sidecar.call("turn/settled", {"piSessionId": "sess-1", "runs": runs, "aborted": False})["result"][
         "captured"
     ] == 1

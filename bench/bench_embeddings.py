@@ -42,7 +42,7 @@ from bench_local_store import SEED, SyntheticCorpus  # noqa: E402
 from pi_memory_bridge.backends.local import LocalBackend  # noqa: E402
 from pi_memory_bridge.backends.local.vectors import ATOMIC_VECTORS, SPECS  # noqa: E402
 from pi_memory_bridge.embeddings import DIMENSIONS, MODEL_ID, ModelHandle, load_use  # noqa: E402
-from pi_memory_bridge.embeddings.cache import default_cache_root  # noqa: E402
+from pi_memory_bridge.embeddings.cache_dir import default_cache_root  # noqa: E402
 from pi_memory_bridge.recall import RecallBudget, recall  # noqa: E402
 
 REPO = HERE.parent

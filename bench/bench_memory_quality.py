@@ -41,7 +41,7 @@ from typing import Any
 from pi_memory_bridge.backends.base import ConversationTurn
 from pi_memory_bridge.backends.local import LocalBackend
 from pi_memory_bridge.embeddings import ModelHandle, load_use
-from pi_memory_bridge.embeddings.cache import default_cache_root
+from pi_memory_bridge.embeddings.cache_dir import default_cache_root
 from pi_memory_bridge.embeddings.fusion import L0_PARAMS, L1_PARAMS, FusionParams
 from pi_memory_bridge.recall import Layer, RecallBudget, recall
 

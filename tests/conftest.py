@@ -8,7 +8,7 @@ import pytest
 from hypothesis import HealthCheck, settings
 
 from pi_memory_bridge.embeddings import ModelHandle, shared_handle
-from pi_memory_bridge.embeddings.cache import default_cache_root
+from pi_memory_bridge.embeddings.cache_dir import default_cache_root
 
 # Property tests check behaviour, not speed: a busy 2-core CI machine must not turn a slow
 # example into a failure (speed is measured in bench/).

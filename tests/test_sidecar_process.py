@@ -100,9 +100,12 @@ def test_a_turn_captured_in_chinese_is_recalled_by_an_english_paraphrase(
     sidecar.initialize(tmp_path)
     said = user("我的狗叫豆豆，是一只柯基", 1_764_000_000_000)
     runs = [[said, assistant("好的，记住了。", 1_764_000_001_000)]]
-    assert sidecar.call("turn/settled", {"piSessionId": "sess-1", "runs": runs, "aborted": False})["result"][
-        "captured"
-    ] == 1
+    assert (
+        sidecar.call("turn/settled", {"piSessionId": "sess-1", "runs": runs, "aborted": False})["result"][
+            "captured"
+        ]
+        == 1
+    )
     deadline = time.monotonic() + 60  # delivery, then the vector, are computed in the background
     while True:
         status = sidecar.call("command/run", {"name": "status"})["result"]["message"]

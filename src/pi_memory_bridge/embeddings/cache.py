@@ -28,7 +28,6 @@ import os
 import secrets
 import shutil
 import sys
-from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -42,7 +41,9 @@ from pi_memory_bridge.embeddings.use_model import EncoderState
 
 log = logging.getLogger(__name__)
 
-CACHE_FORMAT = 2
+CACHE_FORMAT = 3
+# Entries of a large table unmarshalled at once (~5 ms of GIL each; see _read_tokenizer).
+MARSHAL_SLICE = 8192
 MANIFEST = "manifest.json"
 TOKENIZER_FILE = "tokenizer.marshal"
 MAX_MANIFEST_BYTES = 1 << 20
@@ -78,19 +79,20 @@ class Manifest(BaseModel):
     scalars: dict[str, int | float | str | bool]
 
 
-def cache_key() -> str:
+def _key_prefix() -> str:
     model = MODEL_ID.replace("/", "-")
-    return f"{model}-py{sys.version_info[0]}{sys.version_info[1]}-f{CACHE_FORMAT}"
+    return f"{model}-py{sys.version_info[0]}{sys.version_info[1]}-f"
 
 
-def default_cache_root(env: Mapping[str, str]) -> Path:
-    """`$PI_MEMORY_BRIDGE_CACHE_DIR`, else the user's cache dir: shared by every Pi agent dir."""
-    explicit = env.get("PI_MEMORY_BRIDGE_CACHE_DIR")
-    if explicit:
-        return Path(explicit)
-    xdg = env.get("XDG_CACHE_HOME")
-    base = Path(xdg) if xdg else Path(env.get("HOME") or Path.home()) / ".cache"
-    return base / "pi-memory-bridge"
+def cache_key() -> str:
+    return f"{_key_prefix()}{CACHE_FORMAT}"
+
+
+def _remove_older_formats(root: Path) -> None:
+    """Caches this Python wrote in an earlier format are dead weight (~80 MB each)."""
+    for old in root.glob(f"{_key_prefix()}*"):
+        if old.name != cache_key() and old.name.removeprefix(_key_prefix()).isdigit():
+            shutil.rmtree(old, ignore_errors=True)
 
 
 def _array_file(name: str) -> str:
@@ -178,22 +180,55 @@ def _read_tokenizer(directory: Path, digest: str) -> TokenizerTables:
         raise CacheInvalid(f"unreadable cache file {TOKENIZER_FILE}: {exc}") from exc
     if hashlib.sha256(blob).hexdigest() != digest:
         raise CacheInvalid(f"cache file {TOKENIZER_FILE} does not match its SHA-256")
-    # ~400k small objects: the cyclic GC would walk them again and again while they are made
+    # ~250k small objects: the cyclic GC would walk them again and again while they are made
     was_enabled = gc.isenabled()
     gc.disable()
     try:
         tables = marshal.loads(blob)
+        if not isinstance(tables, dict):
+            raise CacheInvalid("the tokenizer tables have an unexpected shape")
+        plain, packed, normalizer = tables.get("plain"), tables.get("arrays"), tables.get("normalizer")
+        chunked = tables.get("chunked")
+        if not all(isinstance(x, dict) for x in (plain, packed, normalizer, chunked)):
+            raise CacheInvalid("the tokenizer tables have an unexpected shape")
+        assert isinstance(plain, dict) and isinstance(chunked, dict)  # for the type checker
+        for name, chunks in chunked.items():
+            merged: dict[object, object] = {}
+            for chunk in chunks:
+                # one marshal.loads holds the GIL throughout: in slices, the sidecar's event
+                # loop keeps answering (a recall's deadline) while the model loads
+                part = marshal.loads(chunk)
+                if not isinstance(part, dict):
+                    raise CacheInvalid("the tokenizer tables have an unexpected shape")
+                merged.update(part)
+            plain[name] = merged
     except (ValueError, EOFError, TypeError) as exc:
         raise CacheInvalid(f"unreadable tokenizer tables: {exc}") from exc
     finally:
         if was_enabled:
             gc.enable()
-    if not isinstance(tables, dict):
-        raise CacheInvalid("the tokenizer tables have an unexpected shape")
-    plain, packed, normalizer = tables.get("plain"), tables.get("arrays"), tables.get("normalizer")
-    if not (isinstance(plain, dict) and isinstance(packed, dict) and isinstance(normalizer, dict)):
-        raise CacheInvalid("the tokenizer tables have an unexpected shape")
+    assert isinstance(packed, dict) and isinstance(normalizer, dict)
     return plain, packed, normalizer
+
+
+def _tokenizer_blob(state: EncoderState) -> bytes:
+    plain: dict[str, object] = {}
+    chunked: dict[str, list[bytes]] = {}
+    for name, value in state.tokenizer.items():
+        if isinstance(value, dict) and len(value) > MARSHAL_SLICE:
+            items = list(value.items())
+            chunked[name] = [
+                marshal.dumps(dict(items[i : i + MARSHAL_SLICE])) for i in range(0, len(items), MARSHAL_SLICE)
+            ]
+        else:
+            plain[name] = value
+    tables = {
+        "plain": plain,
+        "chunked": chunked,
+        "arrays": state.tokenizer_arrays,
+        "normalizer": state.normalizer,
+    }
+    return marshal.dumps(tables)
 
 
 def _create_private(path: Path) -> int:
@@ -239,9 +274,7 @@ def write(root: Path, files: BundleFiles, state: EncoderState) -> Path:
             path = staging / _array_file(name)
             _save_array(path, value)
             digests[path.name] = _hash_mapped(path)
-        blob = marshal.dumps(
-            {"plain": state.tokenizer, "arrays": state.tokenizer_arrays, "normalizer": state.normalizer}
-        )
+        blob = _tokenizer_blob(state)
         _write_private(staging / TOKENIZER_FILE, blob)
         digests[TOKENIZER_FILE] = hashlib.sha256(blob).hexdigest()
         manifest = Manifest(
@@ -259,6 +292,7 @@ def write(root: Path, files: BundleFiles, state: EncoderState) -> Path:
         _fsync_dir(staging)
         os.rename(staging, final)  # fails if another process renamed its copy first: keep theirs
         _fsync_dir(root)
+        _remove_older_formats(root)
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
         raise

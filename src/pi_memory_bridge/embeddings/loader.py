@@ -122,8 +122,9 @@ class ModelHandle:
 
     def _run(self) -> None:
         try:
-            self._report = self._loader()
-            log.info("embedding model %s", self.describe())
+            report = self._loader()
+            self._report = report
+            log.info("embedding model %s loaded (%s, %.0f ms)", self.model_id, report.source, report.ms)
         except ModelUnavailable as exc:
             self._reason = str(exc)
         except Exception as exc:  # fail-open: whatever breaks, search goes on by keyword
@@ -149,7 +150,7 @@ _shared_lock = threading.Lock()
 
 def shared_handle(env: Mapping[str, str]) -> ModelHandle:
     """The process's handle for the bundled model (cache under the user's cache dir)."""
-    from pi_memory_bridge.embeddings.cache import default_cache_root
+    from pi_memory_bridge.embeddings.cache_dir import default_cache_root
 
     if env.get("PI_MEMORY_BRIDGE_EMBEDDINGS", "").strip().lower() in ("0", "off", "false", "no"):
         return disabled_handle("turned off by PI_MEMORY_BRIDGE_EMBEDDINGS")

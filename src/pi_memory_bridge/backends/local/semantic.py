@@ -29,7 +29,7 @@ from pi_memory_bridge.backends.local.vectors import (
     counts,
     ensure_schema,
 )
-from pi_memory_bridge.deadline import seconds_left
+from pi_memory_bridge.deadline import recall_deadline, seconds_left
 from pi_memory_bridge.embeddings import DIMENSIONS, ModelHandle, ModelState
 from pi_memory_bridge.embeddings.fusion import L0_PARAMS, L1_PARAMS, Candidate, FusionParams, Ranked, fuse
 
@@ -47,6 +47,9 @@ CANDIDATES = 50
 WAIT_WITHOUT_DEADLINE_S = 15.0
 # What a recall keeps for the search itself after waiting for the model or the matrix.
 SEARCH_MARGIN_S = 0.4
+# The longest a recall waits for them: the shim's clock for the recall may have started a
+# second before ours (the sidecar's own start-up), and its patience ends with the deadline.
+RECALL_WAIT_CAP_S = 1.0
 _QUERY_CACHE = 16
 _ID_CHUNK = 500
 
@@ -127,7 +130,7 @@ class SemanticIndex:
     # --- searching ----------------------------------------------------------------------------
 
     def _query_vector(self, query: str) -> npt.NDArray[np.float32] | None:
-        encoder = self.handle.wait(max(0.0, seconds_left(WAIT_WITHOUT_DEADLINE_S) - SEARCH_MARGIN_S))
+        encoder = self.handle.wait(_wait_budget())
         if encoder is None:
             return None
         # L1 and L0 search the same prompt at once: embed it once
@@ -143,9 +146,7 @@ class SemanticIndex:
     def _dense(self, matrix: VectorMatrix, vector: npt.NDArray[np.float32]) -> list[tuple[int, float]] | None:
         """The nearest rows, or None when the matrix is still loading at the deadline."""
         with self._store.reading("searching vectors") as conn:
-            if not matrix.refresh(
-                conn, timeout=max(0.0, seconds_left(WAIT_WITHOUT_DEADLINE_S) - SEARCH_MARGIN_S)
-            ):
+            if not matrix.refresh(conn, timeout=_wait_budget()):
                 return None
         return matrix.search(vector, CANDIDATES)
 
@@ -310,6 +311,13 @@ class SemanticIndex:
             )
             for rowid, turn_id, session, user, assistant, created in rows
         ]
+
+
+def _wait_budget() -> float:
+    """How long this search may wait for the model or a loading matrix."""
+    if recall_deadline.get() is None:
+        return WAIT_WITHOUT_DEADLINE_S
+    return max(0.0, min(seconds_left(0.0) - SEARCH_MARGIN_S, RECALL_WAIT_CAP_S))
 
 
 _ROW_KEY = "\x00row:"  # no public id starts with a NUL

@@ -148,7 +148,7 @@ def test_the_inspector_in_a_real_browser(pi_env: PiEnv, fake_model: FakeModel, b
     assert cookie["httpOnly"] and cookie["sameSite"] == "Strict"
     shots.take(page, "overview")
 
-    # search finds it (by keyword; by other words once hybrid search lands, see the xfail below)
+    # search finds it by keyword here, and by other words in test_search_finds_a_memory_by_other_words
     page.goto(f"{base}/memories")
     shots.take(page, "memories")
     page.fill("input[name=q]", "deploy window")
@@ -269,7 +269,6 @@ def _cmdline(pid: int) -> bytes:
         return b""
 
 
-@pytest.mark.xfail(strict=True, reason="needs hybrid search (embeddings branch): enable when it lands")
 def test_search_finds_a_memory_by_other_words(pi_env: PiEnv, fake_model: FakeModel, browser: Browser) -> None:
     use_bridge(pi_env)
     rpc = pi_env.start_rpc(extensions=[SHIM], dialogs=ScriptedDialogs())

@@ -25,6 +25,8 @@ if [ ! -x .venv/bin/python ]; then
   "$(pick_python)" -m venv .venv
 fi
 .venv/bin/python -m pip install --quiet --disable-pip-version-check --upgrade pip
+# the wheel build (E2E install tests build without isolation) needs PEP 639 license support
+.venv/bin/python -m pip install --quiet --disable-pip-version-check --upgrade 'setuptools>=77' wheel
 .venv/bin/python -m pip install --quiet --disable-pip-version-check -e '.[dev]'
 # An editable install leaves our own modules uncompiled (pip compiles a wheel's, not these): compile
 # them, so every sidecar start reads bytecode (PYTHONDONTWRITEBYTECODE would stop Python writing it).

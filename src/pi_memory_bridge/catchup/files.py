@@ -10,12 +10,12 @@ from __future__ import annotations
 import os
 import stat
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 from pi_memory_bridge.catchup.reader import SessionLog, Unreadable, parse_session_log
-from pi_memory_bridge.catchup.segments import Captured, LogTurns, log_turns
+from pi_memory_bridge.catchup.segments import Captured, LogTurns, Open, Skipped, log_turns
 from pi_memory_bridge.catchup.state import Mark, StoredMark
 
 SESSIONS_DIR = "sessions"
@@ -129,8 +129,23 @@ def _resume_offset(mark: Mark | None, file_stat: FileStat, log: SessionLog) -> i
     return 0
 
 
+def _paused_turns(turns: LogTurns) -> LogTurns:
+    """A paused project's turns: decided as skipped, so none is captured now or after a resume
+    (what was said while paused stays unremembered, as on the live path)."""
+    return LogTurns(
+        tuple(
+            o if isinstance(o, Open) else Skipped(o.user_entry, ("paused-project",)) for o in turns.outcomes
+        )
+    )
+
+
 def scan_file(
-    path: Path, mark: Mark | None, *, since_ms: int | None, max_bytes: int = MAX_FILE_BYTES
+    path: Path,
+    mark: Mark | None,
+    *,
+    since_ms: int | None,
+    max_bytes: int = MAX_FILE_BYTES,
+    paused: Callable[[str | None], bool] = lambda _cwd: False,
 ) -> FileScan:
     """The turns of `path` not decided yet (all of them without a `mark`), said at or after
     `since_ms`, and the watermark that records them as decided. Raises OSError when the file
@@ -140,6 +155,8 @@ def scan_file(
         return FileScan(path, file_stat, None, LogTurns(()), None, size, log.reason)
     start = _resume_offset(mark, file_stat, log)
     turns = log_turns(log, from_offset=start, since_ms=since_ms)
+    if paused(log.cwd):
+        turns = _paused_turns(turns)
     offset = min((o.user_entry.start for o in turns.open), default=log.complete_bytes)
     boundary = None
     for entry in log.entries:

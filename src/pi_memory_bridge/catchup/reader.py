@@ -72,6 +72,7 @@ class SessionLog:
     entries: tuple[LogEntry, ...]
     complete_bytes: int  # the bytes that form complete lines; the rest is read on a later pass
     malformed_lines: int
+    cwd: str | None = None  # the header's working directory: which project the session is in
 
 
 @dataclass(frozen=True, slots=True)
@@ -151,4 +152,7 @@ def parse_session_log(data: bytes) -> SessionLog | Unreadable:
     if header is None:
         return Unreadable("no complete session header yet", transient=True)
     session_id, created_at, parent = header
-    return SessionLog(session_id, created_at, parent, tuple(entries), complete, malformed)
+    first = _object(data[: data.index(b"\n")]) if complete else None
+    cwd = first.get("cwd") if first is not None else None
+    project_dir = cwd if isinstance(cwd, str) else None
+    return SessionLog(session_id, created_at, parent, tuple(entries), complete, malformed, project_dir)

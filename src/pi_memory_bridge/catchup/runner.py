@@ -31,6 +31,7 @@ from pi_memory_bridge.backends.base import BackendError, ConversationTurn
 from pi_memory_bridge.catchup.files import FileScan, FileStat, scan_file, session_files, sessions_dir
 from pi_memory_bridge.catchup.importer import KnownIds, resume_import
 from pi_memory_bridge.catchup.state import LOCK_FILENAME, CatchUpState, StateError, StoredMark, capture_since
+from pi_memory_bridge.commands.pause import paused_check
 from pi_memory_bridge.outbox import Outbox
 from pi_memory_bridge.redact import redact_text
 
@@ -234,6 +235,7 @@ class CatchUpRunner:
         try:
             state = await self._open_state()
             since = (await asyncio.to_thread(capture_since, self._data_dir)).ms
+            paused = await asyncio.to_thread(paused_check, self._agent_dir)  # per pass: a pause holds at once
             marks = await asyncio.to_thread(state.marks)
         except StateError as exc:
             progress.last_error = _clean(exc)
@@ -256,7 +258,11 @@ class CatchUpRunner:
                 continue
             try:
                 scan = await asyncio.to_thread(
-                    scan_file, path, mark.validated() if mark is not None else None, since_ms=since
+                    scan_file,
+                    path,
+                    mark.validated() if mark is not None else None,
+                    since_ms=since,
+                    paused=paused,
                 )
             except OSError as exc:
                 progress.unreadable[str(path)] = exc.strerror or str(exc)

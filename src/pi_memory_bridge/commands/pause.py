@@ -48,6 +48,18 @@ def _paused_in(data: dict[str, object] | None) -> frozenset[str] | None:
         return None  # a file being edited: keep what was known
 
 
+def paused_check(agent_dir: Path) -> Callable[[str | None], bool]:
+    """Whether a session started in a given working directory belongs to a paused project, as the
+    global config says now (catch-up asks this of each session file it reads)."""
+    read = read_json_object(global_config_path(agent_dir))
+    listed = _paused_in(read.data if read.exists else None) or frozenset()
+
+    def paused(cwd: str | None) -> bool:
+        return bool(listed) and cwd is not None and project_key(Path(cwd)) in listed
+
+    return paused
+
+
 class ProjectPause:
     """Whether capture and recall are paused for the project at `cwd`."""
 

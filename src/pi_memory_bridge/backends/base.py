@@ -62,6 +62,8 @@ class AtomicType(enum.StrEnum):
     CONSTRAINT = "constraint"
     EVENT = "event"
     INSTRUCTION = "instruction"
+    DECISION = "decision"
+    PITFALL = "pitfall"
 
 
 @dataclass(frozen=True, slots=True)
@@ -111,6 +113,9 @@ class AtomicMemory:
     updated_at: datetime
     source: str = ""
     score: float = 0.0
+    # when it was said (learned memories: the source turn's time); None where a backend has no such notion
+    observed_at: datetime | None = None
+    origin: str = ""  # local store: "user", "model-tool" or "learned"
 
 
 @dataclass(frozen=True, slots=True)

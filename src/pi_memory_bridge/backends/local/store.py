@@ -8,12 +8,12 @@ the lock is held only for the inserts. All sqlite3 errors leave as `BackendError
 
 from __future__ import annotations
 
-import hashlib
 import json
+import secrets
 import sqlite3
 import unicodedata
 from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -30,6 +30,7 @@ from pi_memory_bridge.backends.base import (
     ToolEvidence,
 )
 from pi_memory_bridge.backends.local import fts
+from pi_memory_bridge.backends.local.memory_schema import origin_for_source
 from pi_memory_bridge.backends.local.pool import ConnectionPool
 from pi_memory_bridge.backends.local.schema import ATOMIC_INDEX, TURNS_INDEX, migrate
 from pi_memory_bridge.backends.local.sqlite_errors import translated
@@ -42,7 +43,7 @@ MAX_LIMIT = 200
 _ID_CHUNK = 500  # ids per IN (...) list, well under SQLite's variable limit
 
 _TURN_COLUMNS = "turn_id, memory_session_id, user_text, assistant_text, created_at"
-_ATOMIC_COLUMNS = "memory_id, type, content, source, created_at, updated_at"
+_ATOMIC_COLUMNS = "memory_id, type, content, source, created_at, updated_at, observed_at, origin"
 
 
 def _timestamp(value: datetime) -> str:
@@ -183,6 +184,14 @@ class SqliteMemoryStore:
         with self._pool.connection() as conn, translated(self._db_path, action), self._transaction(conn):
             yield conn
 
+    # For the modules that extend this store (memories): a pooled connection, or one on which a
+    # write transaction is open; sqlite3 errors leave both as `BackendError`s.
+    def connection(self, action: str) -> AbstractContextManager[sqlite3.Connection]:
+        return self._reading(action)
+
+    def writing(self, action: str) -> AbstractContextManager[sqlite3.Connection]:
+        return self._writing(action)
+
     # --- L0 -----------------------------------------------------------------------------------
 
     def add_turns(self, turns: Sequence[ConversationTurn]) -> int:
@@ -283,17 +292,20 @@ class SqliteMemoryStore:
         key = content_key(text)
         if not key:
             raise BackendRejected("atomic memory content is empty")
-        memory_id = "at-" + hashlib.sha256(key.encode()).hexdigest()[:24]
+        # random: an equal text superseded earlier keeps its own id in the history
+        memory_id = "at-" + secrets.token_hex(12)
         tokens = _tokens(text)
         with self._writing("saving an atomic memory") as conn:
-            row = conn.execute("SELECT memory_id FROM atomic WHERE content_key = ?", (key,)).fetchone()
+            row = conn.execute(
+                "SELECT memory_id FROM atomic WHERE content_key = ? AND valid_to IS NULL", (key,)
+            ).fetchone()
             if row is not None:
                 return SaveResult(id=str(row[0]), created=False)
             now = _now()
             conn.execute(
                 "INSERT INTO atomic(memory_id, type, content, content_key, source, created_at, "
-                "updated_at, tokens) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                (memory_id, kind.value, text, key, source, now, now, tokens),
+                "updated_at, tokens, origin, observed_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (memory_id, kind.value, text, key, source, now, now, tokens, origin_for_source(source), now),
             )
             fts.add_document_frequencies(conn, ATOMIC_INDEX, [fts.distinct_terms([tokens])])
         return SaveResult(id=memory_id, created=True)
@@ -314,7 +326,8 @@ class SqliteMemoryStore:
             rows = conn.execute(
                 f"SELECT {_ATOMIC_COLUMNS}, atomic_fts.rank FROM atomic_fts "
                 "JOIN atomic ON atomic.id = atomic_fts.rowid "
-                f"WHERE atomic_fts MATCH ? AND atomic_fts.rowid > ? {type_filter} "
+                "WHERE atomic_fts MATCH ? AND atomic_fts.rowid > ? AND atomic.valid_to IS NULL "
+                f"{type_filter} "
                 "ORDER BY atomic_fts.rank LIMIT ?",
                 (*params, limit),
             ).fetchall()
@@ -327,8 +340,10 @@ class SqliteMemoryStore:
                 created_at=datetime.fromisoformat(created),
                 updated_at=datetime.fromisoformat(updated),
                 score=-float(score),
+                observed_at=datetime.fromisoformat(observed),
+                origin=origin,
             )
-            for memory_id, kind_value, text, source, created, updated, score in rows
+            for memory_id, kind_value, text, source, created, updated, observed, origin, score in rows
         ]
 
     def delete_atomic(self, ids: Sequence[str]) -> DeleteReport:
@@ -375,7 +390,7 @@ class SqliteMemoryStore:
     def counts(self) -> StoreCounts:
         with self._reading("counting stored memories") as conn:
             turns = conn.execute("SELECT count(*) FROM turns").fetchone()[0]
-            atomic = conn.execute("SELECT count(*) FROM atomic").fetchone()[0]
+            atomic = conn.execute("SELECT count(*) FROM atomic WHERE valid_to IS NULL").fetchone()[0]
         return StoreCounts(turns=int(turns), atomic=int(atomic))
 
     def close(self) -> None:

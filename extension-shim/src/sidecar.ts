@@ -6,7 +6,7 @@ import { spawn, type ChildProcess } from "node:child_process";
 import { existsSync } from "node:fs";
 import { dirname, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
-import { RpcClient, RpcClosed, RpcError, RpcTimeout } from "./rpc.ts";
+import { RpcClient, RpcClosed, RpcError, RpcTimeout, type RequestHandler } from "./rpc.ts";
 import { PROTOCOL_VERSION, type InitializeParams, type InitializeResult } from "./protocol.ts";
 
 export const SHIM_DIR = resolve(dirname(fileURLToPath(import.meta.url)), "..");
@@ -40,6 +40,7 @@ export function resolveCommand(env: NodeJS.ProcessEnv, shimDir: string = SHIM_DI
 export interface SidecarEvents {
 	onStatus(text: string): void;
 	onNotification(method: string, params: unknown): void;
+	onRequest?: RequestHandler; // requests from the sidecar (model/complete)
 }
 
 export class Sidecar {
@@ -159,6 +160,7 @@ export class Sidecar {
 				child.stdin!.write(line);
 			},
 			(method, params) => this.events.onNotification(method, params),
+			this.events.onRequest,
 		);
 		this.rpc = rpc;
 		child.stdout!.on("data", (chunk: Buffer) => rpc.feed(chunk));

@@ -39,6 +39,7 @@ from pi_memory_bridge.config import LoadedConfig, data_dir, default_agent_dir
 from pi_memory_bridge.delivery import CaptureDelivery, footer_for
 from pi_memory_bridge.handshake import handshake
 from pi_memory_bridge.identity import BranchIdentity, EntryLink, derive_branch
+from pi_memory_bridge.learning.engine import Learning, Peer
 from pi_memory_bridge.outbox import OutboxCounts
 from pi_memory_bridge.protocol import (
     CommandAnswerParams,
@@ -48,6 +49,8 @@ from pi_memory_bridge.protocol import (
     InitializeParams,
     InitializeResult,
     LayerReport,
+    LearningTriggerParams,
+    LearningTriggerResult,
     RecallParams,
     RecallResult,
     SessionParams,
@@ -107,9 +110,13 @@ def _links(entries: list[EntryRef]) -> list[EntryLink]:
 
 
 class Sidecar:
-    def __init__(self, *, env: Mapping[str, str] | None = None, notify: Notify | None = None) -> None:
+    def __init__(
+        self, *, env: Mapping[str, str] | None = None, notify: Notify | None = None, peer: Peer | None = None
+    ) -> None:
         self._env = dict(env if env is not None else os.environ)
         self._notify = notify
+        self._peer = peer
+        self.learning: Learning | None = None
         self.loaded: LoadedConfig | None = None
         self.agent_dir: Path | None = None
         self.cwd: Path = Path.cwd()
@@ -137,12 +144,20 @@ class Sidecar:
     async def initialize(self, p: InitializeParams) -> InitializeResult:
         """Handshake and start in one go (in-process use; `serve` answers the handshake first)."""
         hs = handshake(p, self._env)
-        await self.start(hs.loaded, hs.agent_dir, hs.cwd)
+        await self.start(hs.loaded, hs.agent_dir, hs.cwd, has_ui=hs.has_ui)
         return hs.result.model_copy(update={"status_text": self.footer()})
 
-    async def start(self, loaded: LoadedConfig, agent_dir: Path, cwd: Path) -> None:
+    async def start(self, loaded: LoadedConfig, agent_dir: Path, cwd: Path, *, has_ui: bool = False) -> None:
         """Open the outbox and the backend the configuration selects (each failure is reported)."""
         self.loaded, self.agent_dir, self.cwd = loaded, agent_dir, cwd
+        self.learning = Learning(
+            loaded.config.learning,
+            agent_dir=agent_dir,
+            cwd=cwd,
+            has_ui=has_ui,
+            peer=self._peer,
+            env=self._env,
+        )
         if loaded.backend_ready and loaded.config.capture.enabled:
             await self._open_delivery()
         if loaded.backend_ready:
@@ -196,6 +211,8 @@ class Sidecar:
             return
         self.backend = backend
         self.backend_error = None
+        if self.learning is not None:
+            self.learning.attach(backend)
         capture = self._skill_capture()
         if capture is not None:  # what a crashed process recorded but never sent goes out now
             released = await asyncio.to_thread(capture[0].recover)
@@ -215,6 +232,8 @@ class Sidecar:
 
     async def shutdown(self) -> None:
         self._closing = True
+        if self.learning is not None:
+            await self.learning.close()
         if self.delivery is not None:
             await self.delivery.close()
         if self.backend is not None:
@@ -245,6 +264,8 @@ class Sidecar:
 
     async def session_changed(self, p: SessionParams) -> SessionResult:
         ident = self.identity_for(p.pi_session_id, p.entries, p.leaf_id)
+        if self.learning is not None:
+            self.learning.session_started(ident.memory_session_id)
         return SessionResult(memory_session_id=ident.memory_session_id, branch=ident.branch)
 
     # ---- recall -------------------------------------------------------------------------------
@@ -348,6 +369,8 @@ class Sidecar:
             )
         stats.captured += len(prepared.turns)
         self._capture_skills(prepared.turns)
+        if self.learning is not None:
+            self.learning.turns_settled(ident.memory_session_id, len(prepared.turns))
         verb = "queued" if self.delivery is not None else "captured"
         return TurnSettledResult(
             captured=len(prepared.turns),
@@ -443,11 +466,21 @@ class Sidecar:
             "outbox": self._outbox_flow,
             "setup": self._setup_flow,
             "sync-skills": self._sync_skills_flow,
+            "undo": lambda p: self._learning().undo_command(p.args, has_ui=p.has_ui),
+            "learning": lambda p: self._learning().learning_command(p.args, has_ui=p.has_ui),
         }
         make = flows.get(p.name)
         if make is None:
             raise InvalidParams(f"unknown command {p.name!r}; known: {', '.join(sorted(flows))}")
         return await self.flows.start(make(p))
+
+    def _learning(self) -> Learning:
+        if self.learning is None:
+            raise InvalidParams("the sidecar is still starting; try again in a moment")
+        return self.learning
+
+    async def learning_trigger(self, p: LearningTriggerParams) -> LearningTriggerResult:
+        return self._learning().trigger(p.reason)
 
     async def command_answer(self, p: CommandAnswerParams) -> CommandStep:
         try:
@@ -531,6 +564,8 @@ class Sidecar:
         outbox = await self._outbox_status(problems)
         sdk = sdk_state()
         problems += sdk_problems(loaded, sdk.startswith("installed"), sdk_install_command())
+        learning, learning_problems = await self.learning.describe() if self.learning else ("off", [])
+        problems += [Problem(what, fix) for what, fix in learning_problems]
         return StatusReport(
             version=__version__,
             protocol=PROTOCOL_VERSION,
@@ -547,6 +582,7 @@ class Sidecar:
             outbox=outbox,
             sdk=sdk,
             log_file=str(self.log_file) if self.log_file else "stderr only",
+            learning=learning,
             problems=tuple(problems),
         )
 

@@ -29,6 +29,12 @@ def _parser() -> argparse.ArgumentParser:
         default=["status"],
         help="status | list [state] | flush | requeue <id|all> | purge <id|all>",
     )
+    learning = sub.add_parser(
+        "consolidate", help="learn memories from captured turns now (needs learning.endpoint)"
+    )
+    learning.add_argument("--max-jobs", type=int, default=50)
+    undo = sub.add_parser("undo", help="undo a consolidation job as a whole (default: the last one)")
+    undo.add_argument("job", nargs="?", default="", help="a job id (or part of it), or 'list'")
     return parser
 
 
@@ -64,6 +70,14 @@ def main(argv: list[str] | None = None) -> int:
         from pi_memory_bridge.terminal import setup
 
         return setup()
+    if args.command in ("consolidate", "undo"):
+        from pi_memory_bridge.learning import cli as learning_cli
+
+        return (
+            learning_cli.consolidate(args.max_jobs)
+            if args.command == "consolidate"
+            else learning_cli.undo(args.job)
+        )
     if args.command == "outbox":
         from pi_memory_bridge.terminal import outbox
 

@@ -246,6 +246,7 @@ class StatusChanged(WireModel):
 MODEL_NOT_FOUND = -32010  # no model configured, or "provider/id" unknown to Pi
 MODEL_NO_AUTH = -32011  # the model has no configured auth (no key, not logged in)
 MODEL_FAILED = -32012  # the call itself threw (network, provider error)
+MODEL_TIMEOUT = -32013  # no answer within timeoutMs (the call was aborted)
 
 
 class ModelCompleteParams(WireModel):

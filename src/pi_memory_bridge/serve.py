@@ -24,6 +24,8 @@ from pi_memory_bridge.protocol import (
     CommandStep,
     InitializeParams,
     InitializeResult,
+    LearningTriggerParams,
+    LearningTriggerResult,
     RecallParams,
     RecallResult,
     SessionParams,
@@ -52,6 +54,7 @@ class Engine:
     def __init__(self, env: Mapping[str, str]) -> None:
         self.env = env
         self.notify: Any = None
+        self.peer: Any = None
         self.log_file: Any = None
         self._task: asyncio.Task[Sidecar] | None = None
 
@@ -62,9 +65,9 @@ class Engine:
     async def _start(self, hs: Handshake) -> Sidecar:
         # importing the engine costs ~100 ms: do it off the event loop, after the handshake reply
         module = await asyncio.to_thread(importlib.import_module, "pi_memory_bridge.app")
-        sidecar: Sidecar = module.Sidecar(env=self.env, notify=self.notify)
+        sidecar: Sidecar = module.Sidecar(env=self.env, notify=self.notify, peer=self.peer)
         sidecar.log_file = self.log_file
-        await sidecar.start(hs.loaded, hs.agent_dir, hs.cwd)
+        await sidecar.start(hs.loaded, hs.agent_dir, hs.cwd, has_ui=hs.has_ui)
         if self.notify is not None:
             await self.notify(sidecar.footer())
         return sidecar
@@ -88,6 +91,7 @@ def build_endpoint(
         await rpc.notify("status/changed", StatusChanged(text=text))
 
     engine.notify = notify_status
+    engine.peer = rpc  # learning asks the shim for completions (model/complete)
 
     @rpc.route("initialize", InitializeParams, before_init=True)
     async def initialize(p: InitializeParams) -> InitializeResult:
@@ -127,6 +131,10 @@ def build_endpoint(
     @rpc.route("status", StatusParams)
     async def status(_p: StatusParams) -> dict[str, Any]:
         return (await (await engine.get()).status_report()).to_dict()
+
+    @rpc.route("learning/trigger", LearningTriggerParams)
+    async def learning_trigger(p: LearningTriggerParams) -> LearningTriggerResult:
+        return await (await engine.get()).learning_trigger(p)
 
     @rpc.route("shutdown", ShutdownParams, before_init=True)
     async def shutdown(_p: ShutdownParams) -> ShutdownResult:

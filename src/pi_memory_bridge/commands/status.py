@@ -38,6 +38,7 @@ class StatusReport:
     sdk: str
     log_file: str
     problems: tuple[Problem, ...] = field(default=())
+    learning: str = "off"  # consolidation: on/off and model, last job, tokens against the budget
 
     @property
     def healthy(self) -> bool:
@@ -67,6 +68,7 @@ class StatusReport:
             "outbox": self.outbox,
             "sdk": self.sdk,
             "logFile": self.log_file,
+            "learning": self.learning,
             "problems": [{"what": p.what, "fix": p.fix} for p in self.problems],
             "healthy": self.healthy,
         }
@@ -87,6 +89,7 @@ def render_status(report: StatusReport) -> str:
         f"last recall:  {report.last_recall}",
         f"capture:      {report.capture}",
         f"outbox:       {report.outbox}",
+        f"learning:     {report.learning}",
         f"memorycore sdk: {report.sdk}",
         f"log file:     {report.log_file}",
     ]

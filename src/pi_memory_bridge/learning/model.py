@@ -19,6 +19,7 @@ from pi_memory_bridge.learning.schemas import FailReason
 from pi_memory_bridge.protocol import (
     MODEL_NO_AUTH,
     MODEL_NOT_FOUND,
+    MODEL_TIMEOUT,
     ModelCompleteParams,
     ModelCompleteResult,
 )
@@ -81,9 +82,12 @@ class ShimModel:
         except PeerGone as exc:
             raise ModelError(FailReason.UNAVAILABLE, str(exc)) from None
         except PeerError as exc:
-            reason = {MODEL_NOT_FOUND: FailReason.NO_MODEL, MODEL_NO_AUTH: FailReason.NO_AUTH}.get(
-                exc.code, FailReason.UNAVAILABLE
-            )
+            reasons = {
+                MODEL_NOT_FOUND: FailReason.NO_MODEL,
+                MODEL_NO_AUTH: FailReason.NO_AUTH,
+                MODEL_TIMEOUT: FailReason.TIMEOUT,
+            }
+            reason = reasons.get(exc.code, FailReason.UNAVAILABLE)
             raise ModelError(reason, exc.message[:300]) from None
         except asyncio.CancelledError:
             raise

@@ -131,3 +131,14 @@ async def test_an_equal_text_may_be_said_again_after_it_was_superseded(backend: 
     saved = await backend.save_atomic(MYSQL, "fact", "user")  # the team moved back
     assert saved.created
     assert sorted(active_texts(backend)) == sorted([MYSQL, POSTGRES])
+
+
+async def test_recall_shows_only_the_current_memory_with_its_kind_and_date(backend: LocalBackend) -> None:
+    from pi_memory_bridge.recall import Layer, RecallBudget, recall
+
+    await _mysql_then_postgres(backend)
+    budget = RecallBudget(limits={Layer.L1: 6, Layer.L0: 0, Layer.L2: 0, Layer.L3: 0, Layer.SKILL: 0})
+    outcome = await recall(backend, "which database does the project use? MySQL?", budget)
+    assert outcome.block is not None
+    assert f"[decision, {turn(2, '').created_at:%Y-%m-%d}] {POSTGRES}" in outcome.block
+    assert MYSQL not in outcome.block

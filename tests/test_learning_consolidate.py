@@ -207,3 +207,28 @@ async def test_a_job_planned_on_a_memory_changed_meanwhile_writes_nothing(backen
     assert outcome.kind == "failed" and outcome.reason is FailReason.CONFLICT
     assert _atomic_rows(backend) == 0
     assert LearnedMemories(backend.store).pending_count() == 1  # retried later
+
+
+@pytest.mark.parametrize(
+    ("a", "b", "near"),
+    [
+        (
+            "The project uses PostgreSQL 16 for all services.",
+            "The project uses PostgreSQL 16 for all its services.",
+            True,
+        ),
+        ("The user prefers tabs over spaces.", "the user prefers TABS over spaces!", True),
+        ("The user prefers tabs over spaces.", "The user prefers spaces over tabs.", False),
+        ("The project uses MySQL 5.7.", "The project uses MySQL 8.0.", False),
+        ("The user wants to use semicolons.", "The user wants to never use semicolons.", False),
+        ("The user wants semicolons.", "The user doesn't want semicolons.", False),
+        ("用户要求代码缩进使用两个空格。", "用户要求代码缩进使用四个空格。", False),
+        ("用户讨厌魔法数字。", "用户讨厌魔法数字", True),
+        ("用户喜欢魔法数字。", "用户不喜欢魔法数字。", False),
+    ],
+)
+def test_near_duplicates_are_only_the_harmless_rewordings(a: str, b: str, near: bool) -> None:
+    from pi_memory_bridge.learning.cheap import is_near_duplicate
+
+    assert is_near_duplicate(a, b) is near
+    assert is_near_duplicate(b, a) is near

@@ -1,10 +1,10 @@
 """The cheap path: duplicates settled without a model call.
 
 Exact: the store's duplicate key (case, spacing and punctuation folded) is equal. Near-exact:
-the word sequences are almost the same *and* nothing that changes a meaning differs: the
-numbers (MySQL 5.7 vs 8.0), the negations (use vs don't use), and the word order beyond a small
-edit ("tabs over spaces" vs "spaces over tabs" is a contradiction, not a duplicate). Anything
-less certain goes to the model.
+the same search terms (stop words aside, so "for all services" = "for all its services"; in
+Chinese the same character pairs, so 两个空格 is not 四个空格), in almost the same order ("tabs over
+spaces" vs "spaces over tabs" is a contradiction, not a duplicate), with the same numbers (MySQL
+5.7 vs 8.0) and the same negations (use vs don't use). Anything less certain goes to the model.
 """
 
 from __future__ import annotations
@@ -50,6 +50,8 @@ def is_near_duplicate(a: str, b: str) -> bool:
     if _NUMBER.findall(unicodedata.normalize("NFKC", a)) != _NUMBER.findall(unicodedata.normalize("NFKC", b)):
         return False
     if {u for u in ua if u in _NEGATIONS} != {u for u in ub if u in _NEGATIONS}:
+        return False
+    if set(textsearch.index_tokens(a)) != set(textsearch.index_tokens(b)):
         return False
     return SequenceMatcher(None, ua, ub, autojunk=False).ratio() >= NEAR_DUPLICATE_RATIO
 

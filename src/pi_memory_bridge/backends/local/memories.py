@@ -373,6 +373,14 @@ class LearnedMemories:
             ).fetchall()
         return [_row(r) for r in rows]
 
+    def learned(self, limit: int = 10_000) -> list[MemoryRow]:
+        """Every learned memory, active or not (the history), oldest first."""
+        with self._store.connection("reading learned memories") as conn:
+            rows = conn.execute(
+                f"SELECT {_ROW_COLUMNS} FROM atomic WHERE origin = 'learned' ORDER BY id LIMIT ?", (limit,)
+            ).fetchall()
+        return [_row(r) for r in rows]
+
     def counts(self) -> LearningCounts:
         with self._store.connection("counting memories") as conn:
             active, superseded, learned = conn.execute(

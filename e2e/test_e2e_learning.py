@@ -87,6 +87,8 @@ def test_a_preference_is_learned_in_one_session_and_recalled_in_the_next(
         None,
     )
     rpc.wait_until(lambda: any("+1 learned" in n.message for n in rpc.ui.notifications), timeout=10)
+    profile = data_dir(pi_env) / "profile.learned.md"  # the learned profile follows the memories
+    rpc.wait_until(lambda: profile.exists() and memory in profile.read_text(encoding="utf-8"), timeout=10)
     [request] = fake_model.consolidation_requests("extract")
     assert "table-driven tests" in request.all_text and "[t1]" in request.all_text
     assert rpc.close() == 0
@@ -97,7 +99,9 @@ def test_a_preference_is_learned_in_one_session_and_recalled_in_the_next(
     fake_model.script(TextReply("ok"))
     run = pi_env.run_print(["How should I lay out the unit tests for the Go parser?"], extensions=[SHIM])
     assert run.returncode == 0, run.stderr
-    assert memory in l1_section(recalled(fake_model))
+    block = recalled(fake_model)
+    assert memory in l1_section(block)
+    assert "[Profile (L3)]" in block and "Learned profile" in block
     assert fake_model.consolidation_unscripted == []
 
 

@@ -62,6 +62,7 @@ def describe_ops(ops: list[StoredOp], texts: dict[str, str]) -> list[str]:
 class UndoDeps:
     memories: LearnedMemories | None
     problem: str = ""
+    changed: Callable[[], None] = lambda: None  # after an undo (the generated notes follow)
 
 
 def _preview(memories: LearnedMemories, job: JobSummary) -> str:
@@ -113,6 +114,7 @@ async def undo_flow(deps: UndoDeps, args: str, *, has_ui: bool) -> Flow:
     except BackendError as exc:
         yield done(f"undo refused: {redact_text(str(exc)).text}", "error")
         return
+    deps.changed()
     yield done(
         f"undid job {report.job_id}: {len(report.removed)} learned memory(ies) removed, "
         f"{len(report.restored)} restored",

@@ -23,6 +23,7 @@ from pydantic import BaseModel
 
 from pi_memory_bridge.backends.base import BackendError, MemoryBackend
 from pi_memory_bridge.backends.local.memories import LearnedMemories
+from pi_memory_bridge.backends.local.notes import NoteFiles
 from pi_memory_bridge.commands.flows import Flow
 from pi_memory_bridge.commands.learning import LearningDeps, UndoDeps, describe_job, learning_flow, undo_flow
 from pi_memory_bridge.config import LearningSettings
@@ -30,6 +31,7 @@ from pi_memory_bridge.learning.budget import budget_day
 from pi_memory_bridge.learning.consolidate import JobOutcome, JobSettings, SimilarSearch, consolidate_once
 from pi_memory_bridge.learning.endpoint import EndpointModel
 from pi_memory_bridge.learning.model import CompletionModel, ShimModel
+from pi_memory_bridge.learning.notes import NotesReport, write_generated
 from pi_memory_bridge.learning.project import project_of
 from pi_memory_bridge.learning.scheduler import JobScheduler
 from pi_memory_bridge.learning.schemas import FailReason
@@ -99,6 +101,8 @@ class Learning:
         self.dropped: Counter[str] = Counter()  # extracted memories refused, by reason
         self._peer = peer
         self._search: SimilarSearch | None = None
+        self._notes: tuple[NoteFiles, Path] | None = None  # the local store's, for the generated notes
+        self.notes_report: NotesReport | None = None
         self._asked = False
         self._session: str | None = None
         self._projects_recorded: set[str] = set()
@@ -117,6 +121,7 @@ class Learning:
             return
         self.memories = LearnedMemories(backend.store)
         self._search = similar_search(backend)
+        self._notes = (backend.notes, backend.root)
         if self.active:
             self._scheduler.kick(LEFTOVER_DELAY_S)
 
@@ -172,6 +177,8 @@ class Learning:
             if outcome.kind == "nothing":
                 return
             self._note(outcome)
+            if outcome.changed:
+                await self._regenerate()
             if outcome.kind != "applied":
                 return
 
@@ -184,6 +191,19 @@ class Learning:
         message = outcome.notice()
         if message and self._peer is not None and self.has_ui:
             self._spawn(self._peer.notify("notice", Notice(message=message)))
+
+    async def _regenerate(self) -> None:
+        """The learned profile and project notes follow the memories (never a hand-edited file)."""
+        if not self.settings.generate_notes or self.memories is None or self._notes is None:
+            return
+        notes, root = self._notes
+        try:
+            self.notes_report = await asyncio.to_thread(write_generated, self.memories, notes, root)
+        except (BackendError, OSError) as exc:
+            log.warning("cannot write the learned profile or notes: %s", exc)
+
+    def _regenerate_soon(self) -> None:
+        self._spawn(self._regenerate())
 
     def _ask_once(self) -> None:
         if self._asked or not self.has_ui or self._peer is None:
@@ -213,9 +233,8 @@ class Learning:
     # ---- commands -----------------------------------------------------------------------------
 
     def undo_command(self, args: str, *, has_ui: bool) -> Flow:
-        return undo_flow(
-            UndoDeps(self.memories, self.problem or "the memory store is not open"), args, has_ui=has_ui
-        )
+        deps = UndoDeps(self.memories, self.problem or "the memory store is not open", self._regenerate_soon)
+        return undo_flow(deps, args, has_ui=has_ui)
 
     def learning_command(self, args: str, *, has_ui: bool) -> Flow:
         deps = LearningDeps(
@@ -280,6 +299,8 @@ class Learning:
         refused = [(k, n) for k, n in self.outcomes.items() if k != "applied"]
         if refused:
             parts.append("this session: " + ", ".join(f"{k} x{n}" for k, n in sorted(refused)))
+        if self.notes_report is not None and self.notes_report.kept:
+            parts.append("edited by hand, so not regenerated: " + ", ".join(self.notes_report.kept))
         if self.dropped:
             parts.append(
                 "refused memories: " + ", ".join(f"{k} x{n}" for k, n in sorted(self.dropped.items()))

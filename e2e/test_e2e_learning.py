@@ -276,3 +276,18 @@ def test_consolidate_runs_without_pi_on_a_configured_endpoint(pi_env: PiEnv, fak
     )
     assert undone.returncode == 0, undone.stderr
     assert "undid job" in undone.stdout and memories(pi_env) == []
+
+
+def test_pi_about_to_compact_consolidates_at_once(pi_env: PiEnv, fake_model: FakeModel) -> None:
+    # no idle pause or turn count would start a job within this test: only the compaction does
+    use_bridge(pi_env, config={"learning": {"enabled": True, "idleSeconds": 3600, "everyTurns": 100}})
+    pi_env.write_settings({"compaction": {"keepRecentTokens": 1}})  # so two short turns can be compacted
+    fake_model.script_consolidation("extract", extract(("fact", "The project's CI runs on Buildkite.")))
+    rpc = pi_env.start_rpc(extensions=[SHIM])
+    rpc.prompt_and_settle("Our CI runs on Buildkite.")
+    rpc.prompt_and_settle("And the deploys go through Argo CD.")
+    assert jobs(pi_env) == []
+    assert rpc.request({"type": "compact"}, timeout=60).get("success"), "Pi did not compact"
+    learned(rpc, pi_env, 1, timeout=30)
+    assert [r["content"] for r in memories(pi_env)] == ["The project's CI runs on Buildkite."]
+    assert rpc.close() == 0

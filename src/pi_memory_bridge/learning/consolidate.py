@@ -86,8 +86,8 @@ class JobOutcome:
             and bool(s.added or s.superseded or s.merged or s.proposed)
         )
 
-    def notice(self) -> str | None:
-        """One line for the user after a job that changed something or failed for good."""
+    def notice(self) -> tuple[str, str] | None:
+        """(one line for the user, its level) after every recorded job."""
         s = self.summary
         if s is None:
             return None
@@ -101,10 +101,15 @@ class JobOutcome:
                 parts.append(f"{s.skipped} already known")
             if s.proposed:
                 parts.append(f"{s.proposed} proposal(s) about memories you saved")
-            return f"memory: {', '.join(parts)} (job {s.job_id}; /tdai-memory-undo to revert)"
+            return f"memory: {', '.join(parts)} (job {s.job_id}; /tdai-memory-undo to revert)", "info"
+        if self.kind == "applied":
+            return f"memory: nothing new to learn from {s.turns} turn(s) (job {s.job_id})", "info"
         if s.state == "dropped":
-            return f"memory: gave up consolidating {s.turns} turn(s) after repeated failures ({s.reason})"
-        return None
+            return (
+                f"memory: gave up learning from {s.turns} turn(s) after repeated failures ({s.reason})",
+                "warning",
+            )
+        return f"memory: learning wrote nothing ({s.reason}); it tries again later", "warning"
 
 
 def _now() -> datetime:

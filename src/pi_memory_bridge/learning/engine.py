@@ -188,9 +188,12 @@ class Learning:
             outcome.kind if outcome.reason is None else f"{outcome.kind}: {outcome.reason.value}"
         ] += 1
         self.dropped.update(outcome.dropped)
-        message = outcome.notice()
-        if message and self._peer is not None and self.has_ui:
-            self._spawn(self._peer.notify("notice", Notice(message=message)))
+        notice = outcome.notice()
+        if notice is not None and self._peer is not None and self.has_ui:
+            message, level = notice
+            self._spawn(
+                self._peer.notify("notice", Notice.model_validate({"message": message, "level": level}))
+            )
 
     async def _regenerate(self) -> None:
         """The learned profile and project notes follow the memories (never a hand-edited file)."""
@@ -277,7 +280,7 @@ class Learning:
             try:
                 used = await asyncio.to_thread(memories.usage, budget_day(datetime.now(UTC)))
                 counts = await asyncio.to_thread(memories.counts)
-                last = await asyncio.to_thread(memories.jobs, 1)
+                last = await asyncio.to_thread(memories.jobs, 3)
             except BackendError as exc:
                 return f"{parts[0]}; store unreadable ({exc})", problems
             budget = self.settings.daily_token_budget
@@ -288,7 +291,7 @@ class Learning:
                 f"{counts.superseded} superseded"
             )
             if last:
-                parts.append(f"last job: {describe_job(last[0])}")
+                parts.append("last jobs: " + " | ".join(describe_job(j) for j in last))
             if self.active and used >= budget:
                 problems.append(
                     (

@@ -232,3 +232,21 @@ def test_near_duplicates_are_only_the_harmless_rewordings(a: str, b: str, near: 
 
     assert is_near_duplicate(a, b) is near
     assert is_near_duplicate(b, a) is near
+
+
+async def test_turns_consolidated_by_another_process_meanwhile_are_not_learned_twice(
+    backend: LocalBackend,
+) -> None:
+    await backend.add_turns([turn(1, "We deploy with Helm charts.")])
+    text = extract(("fact", "The team deploys with Helm charts.", ["t1"]))
+
+    class Racing(ScriptedModel):
+        async def complete(self, system: str, user: str, *, max_tokens: int, timeout_s: float) -> Completion:
+            if len(self.calls) == 0:  # the other process finishes its job on the same turn first
+                other = extract(("fact", "The team ships with Helm.", ["t1"]))
+                await run(backend, ScriptedModel(other))
+            return await super().complete(system, user, max_tokens=max_tokens, timeout_s=timeout_s)
+
+    outcome = await run(backend, Racing(text, decide({"new": "n1", "action": "add"})))
+    assert outcome.kind == "failed" and outcome.reason is FailReason.CONFLICT
+    assert active_texts(backend) == ["The team ships with Helm."]

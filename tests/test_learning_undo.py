@@ -142,3 +142,12 @@ async def test_recall_shows_only_the_current_memory_with_its_kind_and_date(backe
     assert outcome.block is not None
     assert f"[decision, {turn(2, '').created_at:%Y-%m-%d}] {POSTGRES}" in outcome.block
     assert MYSQL not in outcome.block
+
+
+async def test_forgetting_a_memory_also_deletes_what_it_superseded(backend: LocalBackend) -> None:
+    await _mysql_then_postgres(backend)
+    [current] = LearnedMemories(backend.store).active()
+    report = await backend.delete_atomic([current.memory_id])
+    assert current.memory_id in report.deleted and len(report.deleted) == 2 and report.failed == ()
+    with sqlite3.connect(backend.root / DB_FILENAME) as conn:
+        assert conn.execute("SELECT count(*) FROM atomic").fetchone()[0] == 0

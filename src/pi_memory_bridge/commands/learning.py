@@ -130,13 +130,14 @@ class LearningDeps:
     daily_budget: int
     current: bool | None
     set_consent: Callable[[bool], None]
+    model_configured: bool = False  # learning.model or .endpoint: the shim's session model is not used
 
 
 async def learning_flow(deps: LearningDeps, args: str, *, has_ui: bool) -> Flow:
     """`on`, `off`, `ask [model]` (the one-time question), or nothing (show the state and ask)."""
     word, _, rest = args.strip().partition(" ")
     word = word.lower()
-    model = rest.strip() or deps.model_label
+    model = deps.model_label if deps.model_configured else rest.strip() or deps.model_label
     if word == "ask" and deps.current is not None:
         yield done("")  # answered meanwhile (another session, or by hand): never ask twice
         return

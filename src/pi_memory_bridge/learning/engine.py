@@ -247,6 +247,7 @@ class Learning:
             daily_budget=self.settings.daily_token_budget,
             current=self.consent,
             set_consent=self.set_consent,
+            model_configured=self.settings.model is not None or self.settings.endpoint is not None,
         )
         return learning_flow(deps, args, has_ui=has_ui)
 

@@ -96,7 +96,15 @@ class LocalBackend:
         return await asyncio.to_thread(self.store.save_atomic, content, type, source)
 
     async def delete_atomic(self, ids: Sequence[str]) -> DeleteReport:
-        return await asyncio.to_thread(self.store.delete_atomic, list(ids))
+        return await asyncio.to_thread(self._delete_atomic, list(ids))
+
+    def _delete_atomic(self, ids: list[str]) -> DeleteReport:
+        # a memory goes with its history: what it superseded or merged is not kept behind, unseen
+        from pi_memory_bridge.backends.local.memories import LearnedMemories
+
+        history = [i for i in LearnedMemories(self.store).history_of(ids) if i not in ids]
+        report = self.store.delete_atomic([*ids, *history])
+        return DeleteReport(report.deleted, tuple(f for f in report.failed if f[0] in ids))
 
     # --- L2 / L3 ------------------------------------------------------------------------------
 

@@ -373,6 +373,22 @@ class LearnedMemories:
             ).fetchall()
         return [_row(r) for r in rows]
 
+    def history_of(self, memory_ids: Sequence[str]) -> list[str]:
+        """The memories these superseded or merged, and theirs in turn (forget takes them along)."""
+        found: list[str] = []
+        with self._store.connection("reading a memory's history") as conn:
+            for chunk in _chunks(list(dict.fromkeys(memory_ids))):
+                marks = ",".join("?" * len(chunk))
+                rows = conn.execute(
+                    "WITH RECURSIVE prior(memory_id) AS ("
+                    f"  SELECT memory_id FROM atomic WHERE superseded_by IN ({marks})"
+                    "  UNION SELECT a.memory_id FROM atomic a JOIN prior p ON a.superseded_by = p.memory_id"
+                    ") SELECT memory_id FROM prior",
+                    tuple(chunk),
+                ).fetchall()
+                found += [str(r[0]) for r in rows]
+        return list(dict.fromkeys(found))
+
     def learned(self, limit: int = 10_000) -> list[MemoryRow]:
         """Every learned memory, active or not (the history), oldest first."""
         with self._store.connection("reading learned memories") as conn:
@@ -397,6 +413,10 @@ class LearnedMemories:
         """Write a planned job atomically; `JobConflict` (nothing written) if its basis changed."""
         with self._store.writing("applying a consolidation job") as conn:
             now = _ts(_now())
+            taken = self._consumed(conn, [t for t, _ in record.turns])
+            if taken:
+                # another Pi process consolidated the same turns meanwhile: one job per turn
+                raise JobConflict(f"{len(taken)} of the job's turns were consolidated meanwhile")
             targets = {t for op in record.ops if op.op in ("supersede", "merge") for t in op.targets}
             current = self._rows(conn, targets)
             for target in targets:
@@ -442,6 +462,16 @@ class LearnedMemories:
                 op_rows,
             )
         return summary
+
+    @staticmethod
+    def _consumed(conn: sqlite3.Connection, turn_ids: Sequence[str]) -> set[str]:
+        found: set[str] = set()
+        for chunk in _chunks(list(turn_ids)):
+            marks = ",".join("?" * len(chunk))
+            sql = f"SELECT turn_id FROM learning_turns WHERE turn_id IN ({marks})"
+            rows = conn.execute(sql, tuple(chunk))
+            found.update(str(r[0]) for r in rows)
+        return found
 
     @staticmethod
     def _active_keys(conn: sqlite3.Connection, keys: Sequence[str]) -> set[str]:

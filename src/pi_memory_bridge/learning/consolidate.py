@@ -47,7 +47,8 @@ from pi_memory_bridge.learning.prompts import (
     extract_prompt,
     reconcile_prompt,
 )
-from pi_memory_bridge.learning.schemas import ExtractAnswer, FailReason, ReconcileAnswer
+from pi_memory_bridge.learning.reasons import FailReason
+from pi_memory_bridge.learning.schemas import ExtractAnswer, ReconcileAnswer
 from pi_memory_bridge.recall.trivial import is_trivial_prompt
 from pi_memory_bridge.redact import redact_text
 

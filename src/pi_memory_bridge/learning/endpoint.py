@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from pi_memory_bridge.learning.model import Completion, ModelError
-from pi_memory_bridge.learning.schemas import FailReason
+from pi_memory_bridge.learning.reasons import FailReason
 
 API_KEY_VAR = "PI_MEMORY_BRIDGE_LEARNING_API_KEY"
 MAX_RESPONSE_BYTES = 2 * 1024 * 1024

@@ -7,6 +7,10 @@ scheduler, one at a time, and report a one-line notice when they changed somethi
 It only runs with the user's consent (`learning.enabled`): unset means never asked, and an
 interactive session asks once (the shim runs the `learning` command's question when told to);
 print mode never asks and stays off until the answer is stored.
+
+The sidecar imports this module on start; the consolidation machinery itself (prompts, schemas,
+the store's ledger, the commands) is imported when first needed, so a sidecar that never learns
+does not pay for it at start-up.
 """
 
 from __future__ import annotations
@@ -14,28 +18,31 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections import Counter
-from collections.abc import Coroutine, Mapping
+from collections.abc import Awaitable, Callable, Coroutine, Mapping, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from pydantic import BaseModel
 
 from pi_memory_bridge.backends.base import BackendError, MemoryBackend
-from pi_memory_bridge.backends.local.memories import LearnedMemories
-from pi_memory_bridge.backends.local.notes import NoteFiles
-from pi_memory_bridge.commands.flows import Flow
-from pi_memory_bridge.commands.learning import LearningDeps, UndoDeps, describe_job, learning_flow, undo_flow
 from pi_memory_bridge.config import LearningSettings
 from pi_memory_bridge.learning.budget import budget_day
-from pi_memory_bridge.learning.consolidate import JobOutcome, JobSettings, SimilarSearch, consolidate_once
 from pi_memory_bridge.learning.endpoint import EndpointModel
 from pi_memory_bridge.learning.model import CompletionModel, ShimModel
-from pi_memory_bridge.learning.notes import NotesReport, write_generated
 from pi_memory_bridge.learning.project import project_of
+from pi_memory_bridge.learning.reasons import FailReason
 from pi_memory_bridge.learning.scheduler import JobScheduler
-from pi_memory_bridge.learning.schemas import FailReason
 from pi_memory_bridge.protocol import ConsentNeeded, LearningTriggerResult, Notice
+
+if TYPE_CHECKING:
+    from pi_memory_bridge.backends.local.memories import LearnedMemories
+    from pi_memory_bridge.backends.local.notes import NoteFiles
+    from pi_memory_bridge.commands.flows import Flow
+    from pi_memory_bridge.learning.consolidate import JobOutcome, JobSettings
+    from pi_memory_bridge.learning.notes import NotesReport
+
+SimilarSearch = Callable[[str, int], Awaitable[Sequence[str]]]  # text, k -> active memory ids, best first
 
 log = logging.getLogger(__name__)
 
@@ -52,6 +59,8 @@ class Peer(Protocol):
 
 
 def job_settings(s: LearningSettings) -> JobSettings:
+    from pi_memory_bridge.learning.consolidate import JobSettings
+
     return JobSettings(
         max_output_tokens=s.max_output_tokens,
         timeout_s=s.timeout_ms / 1000,
@@ -115,6 +124,7 @@ class Learning:
 
     def attach(self, backend: MemoryBackend) -> None:
         from pi_memory_bridge.backends.local import LocalBackend
+        from pi_memory_bridge.backends.local.memories import LearnedMemories
 
         if not isinstance(backend, LocalBackend):
             self.problem = f"consolidation works on the local backend only (this one is {backend.name})"
@@ -164,6 +174,8 @@ class Learning:
     # ---- running ------------------------------------------------------------------------------
 
     async def _run(self) -> None:
+        from pi_memory_bridge.learning.consolidate import consolidate_once
+
         if not self.active or self.memories is None or self.model is None or self._search is None:
             return
         session = self._session
@@ -199,6 +211,8 @@ class Learning:
         """The learned profile and project notes follow the memories (never a hand-edited file)."""
         if not self.settings.generate_notes or self.memories is None or self._notes is None:
             return
+        from pi_memory_bridge.learning.notes import write_generated
+
         notes, root = self._notes
         try:
             self.notes_report = await asyncio.to_thread(write_generated, self.memories, notes, root)
@@ -236,10 +250,14 @@ class Learning:
     # ---- commands -----------------------------------------------------------------------------
 
     def undo_command(self, args: str, *, has_ui: bool) -> Flow:
+        from pi_memory_bridge.commands.learning import UndoDeps, undo_flow
+
         deps = UndoDeps(self.memories, self.problem or "the memory store is not open", self._regenerate_soon)
         return undo_flow(deps, args, has_ui=has_ui)
 
     def learning_command(self, args: str, *, has_ui: bool) -> Flow:
+        from pi_memory_bridge.commands.learning import LearningDeps, learning_flow
+
         deps = LearningDeps(
             agent_dir=self.agent_dir,
             model_label=self.model_label(),
@@ -274,6 +292,8 @@ class Learning:
 
     async def describe(self) -> tuple[str, list[tuple[str, str]]]:
         """The status line, and problems as (what, fix)."""
+        from pi_memory_bridge.commands.learning import describe_job
+
         problems: list[tuple[str, str]] = []
         parts = [self.state_text()]
         memories = self.memories

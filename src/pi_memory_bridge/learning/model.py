@@ -15,7 +15,7 @@ from typing import Any, Protocol
 
 from pydantic import BaseModel, ValidationError
 
-from pi_memory_bridge.learning.schemas import FailReason
+from pi_memory_bridge.learning.reasons import FailReason
 from pi_memory_bridge.protocol import (
     MODEL_NO_AUTH,
     MODEL_NOT_FOUND,

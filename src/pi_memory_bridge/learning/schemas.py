@@ -7,15 +7,25 @@ one), never database ids, so the model cannot name a row it was not shown.
 
 from __future__ import annotations
 
-import enum
 from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints
+
+from pi_memory_bridge.learning.reasons import FailReason
 
 # A job reads at most this many turns and keeps at most this many memories from them.
 MAX_MEMORIES_PER_JOB = 20
 MAX_TARGETS = 8
 MAX_MEMORY_CHARS = 400
+__all__ = [
+    "KINDS",
+    "MAX_MEMORIES_PER_JOB",
+    "Decision",
+    "ExtractAnswer",
+    "ExtractedMemory",
+    "FailReason",
+    "ReconcileAnswer",
+]
 
 Kind = Literal["preference", "constraint", "decision", "fact", "pitfall"]
 KINDS: tuple[Kind, ...] = ("preference", "constraint", "decision", "fact", "pitfall")
@@ -26,35 +36,6 @@ ExistingRef = Annotated[str, StringConstraints(pattern=r"^m[1-9][0-9]{0,2}$")]
 MemoryText = Annotated[
     str, StringConstraints(strip_whitespace=True, min_length=3, max_length=MAX_MEMORY_CHARS)
 ]
-
-
-class FailReason(enum.StrEnum):
-    """Why a job wrote nothing (counted in status)."""
-
-    UNPARSEABLE = "unparseable answer"
-    OFF_SCHEMA = "answer off the schema"
-    UNKNOWN_ID = "unknown id in the answer"
-    TOO_MANY = "too many items in the answer"
-    STOP_REASON = "model did not finish normally"
-    TIMEOUT = "model timed out"
-    NO_AUTH = "model has no configured auth"
-    NO_MODEL = "no model to consolidate with"
-    UNAVAILABLE = "model unavailable"
-    BUDGET = "daily token budget spent"
-    CONFLICT = "store changed meanwhile"
-
-    @property
-    def counts_toward_drop(self) -> bool:
-        """Failures that spent tokens on this very batch count toward dropping it; a missing model,
-        missing auth, a spent budget or a store conflict say nothing about the batch."""
-        return self in {
-            FailReason.UNPARSEABLE,
-            FailReason.OFF_SCHEMA,
-            FailReason.UNKNOWN_ID,
-            FailReason.TOO_MANY,
-            FailReason.STOP_REASON,
-            FailReason.TIMEOUT,
-        }
 
 
 class _Answer(BaseModel):

@@ -29,6 +29,7 @@ import json
 import re
 import sys
 import tempfile
+import time
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -144,6 +145,7 @@ class UserResult:
     outcomes: list[JobOutcome] = field(default_factory=list)
     decisions: int = 0
     cheap: int = 0  # decisions made without a model call (duplicates, nothing similar stored)
+    job_ms: list[float] = field(default_factory=list)  # our side of a job: the model answers at once
 
 
 def _turns(user: str, index: int, session: dict[str, Any]) -> list[ConversationTurn]:
@@ -176,9 +178,11 @@ async def run_user(user: dict[str, Any], model: Any, root: Path, *, append_only:
                 await _append_only(backend, session, index)
             else:
                 while True:
+                    started = time.perf_counter()
                     outcome = await consolidate_once(
                         learned_memories, similar_search(backend), model, JobSettings(max_failures=1)
                     )
+                    result.job_ms.append((time.perf_counter() - started) * 1000)
                     if outcome.kind == "nothing":
                         break
                     result.outcomes.append(outcome)
@@ -301,11 +305,13 @@ async def main() -> int:
         json.loads(REPLIES.read_text(encoding="utf-8")) if REPLIES.exists() and not recorder else {}
     )
     total, baseline = Score(), Score()
+    job_ms: list[float] = []
     with tempfile.TemporaryDirectory(prefix="bench-consolidation-") as tmp:
         for n, user in enumerate(data["users"]):
             model: Any = recorder if recorder is not None else replay
             calls_before = replay.calls
             result = await run_user(user, model, Path(tmp) / f"u{n}", append_only=False)
+            job_ms += result.job_ms
             s = score_user(user, result)
             s.calls = replay.calls - calls_before
             total.add(s)
@@ -318,6 +324,12 @@ async def main() -> int:
     print(f"consolidation replay: {users} users, {sessions} sessions, {total.gold} gold memories")
     print(report("consolidation", total))
     print(report("append-only baseline", baseline))
+    if job_ms:
+        ordered = sorted(job_ms)
+        print(
+            f"pipeline per job (model answers at once; prompts, validation, search, store writes): "
+            f"p50 {ordered[len(ordered) // 2]:.1f} ms, max {ordered[-1]:.1f} ms over {len(ordered)} calls"
+        )
     if replay.unrecorded:
         print(f"UNRECORDED prompts: {replay.unrecorded} (prompts changed? run with --record)")
         return 1

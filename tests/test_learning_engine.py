@@ -246,3 +246,30 @@ async def test_undo_command_previews_starts_on_no_and_reverts(tmp_path: Path, ba
     nothing = await FlowRegistry().start(learning.undo_command("", has_ui=True))
     assert "no applied job" in nothing.message
     await learning.close()
+
+
+async def test_turns_still_on_their_way_through_the_outbox_are_picked_up(
+    tmp_path: Path, backend: LocalBackend
+) -> None:
+    from pi_memory_bridge.learning import engine
+
+    model = ScriptedModel(extract(("fact", "The team deploys with Helm.", ["t1"])))
+    learning, _ = _learning(tmp_path, backend, model, enabled=True)
+    old = engine.OUTBOX_RETRY_S
+    engine.OUTBOX_RETRY_S = 0.2
+    try:
+        learning.turns_settled("mem-1", 1)  # captured; the outbox delivers it a little later
+        learning.trigger("compact")
+        await asyncio.sleep(0.1)
+        await learning.idle()
+        assert model.calls == []
+        await backend.add_turns([turn(1, "We deploy with Helm.")])
+        for _ in range(50):
+            if model.calls:
+                break
+            await asyncio.sleep(0.05)
+        await learning.idle()
+        assert [c.task for c in model.calls] == ["extract"]
+    finally:
+        engine.OUTBOX_RETRY_S = old
+        await learning.close()

@@ -47,6 +47,10 @@ SimilarSearch = Callable[[str, int], Awaitable[Sequence[str]]]  # text, k -> act
 log = logging.getLogger(__name__)
 
 MAX_JOBS_PER_RUN = 4
+# Captured turns reach the store through the outbox a moment later; a run that finds none of
+# them yet looks again shortly, a few times.
+OUTBOX_RETRY_S = 2.0
+OUTBOX_RETRIES = 5
 LEFTOVER_DELAY_S = 10.0  # turns an earlier session left behind: picked up shortly after start
 
 
@@ -113,6 +117,8 @@ class Learning:
         self._notes: tuple[NoteFiles, Path] | None = None  # the local store's, for the generated notes
         self.notes_report: NotesReport | None = None
         self._asked = False
+        self._awaited = 0  # turns captured since a run last found any
+        self._retries = 0
         self._session: str | None = None
         self._projects_recorded: set[str] = set()
         self._background: set[asyncio.Task[None]] = set()
@@ -152,6 +158,7 @@ class Learning:
         if self.consent is None:
             self._ask_once()
         elif self.active:
+            self._awaited += captured
             self._scheduler.turns_arrived(captured)
 
     def trigger(self, reason: str) -> LearningTriggerResult:
@@ -179,6 +186,7 @@ class Learning:
         if not self.active or self.memories is None or self.model is None or self._search is None:
             return
         session = self._session
+        found = False
         for _ in range(MAX_JOBS_PER_RUN):
             outcome = await consolidate_once(
                 self.memories, self._search, self.model, job_settings(self.settings), session=session
@@ -187,7 +195,12 @@ class Learning:
                 session = None  # this session is done: turns earlier sessions left behind come next
                 continue
             if outcome.kind == "nothing":
+                if not found and self._awaited and self._retries < OUTBOX_RETRIES:
+                    self._retries += 1  # captured, but not delivered into the store yet
+                    self._scheduler.kick(OUTBOX_RETRY_S)
                 return
+            found = True
+            self._awaited, self._retries = 0, 0
             self._note(outcome)
             if outcome.changed:
                 await self._regenerate()

@@ -28,7 +28,6 @@ from pydantic import BaseModel
 from pi_memory_bridge.backends.base import BackendError, MemoryBackend
 from pi_memory_bridge.config import LearningSettings
 from pi_memory_bridge.learning.budget import budget_day
-from pi_memory_bridge.learning.endpoint import EndpointModel
 from pi_memory_bridge.learning.model import CompletionModel, ShimModel
 from pi_memory_bridge.learning.project import project_of
 from pi_memory_bridge.learning.reasons import FailReason
@@ -75,6 +74,8 @@ def job_settings(s: LearningSettings) -> JobSettings:
 def model_for(s: LearningSettings, peer: Peer | None, env: Mapping[str, str]) -> CompletionModel | None:
     """The configured endpoint, else the user's Pi model through the shim, else none."""
     if s.endpoint is not None and s.model is not None:
+        from pi_memory_bridge.learning.endpoint import EndpointModel
+
         return EndpointModel(s.endpoint, s.model, env)
     if peer is not None:
         return ShimModel(peer.request, s.model)

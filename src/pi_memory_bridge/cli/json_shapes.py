@@ -59,6 +59,8 @@ class StatusOut(_Out):
     problems: list[ProblemOut]
     healthy: bool
     paused_project: str | None
+    embeddings: str  # search by meaning: the model, whether it loaded, vectors done/total; "" if none
+    learning: str  # consolidation: on/off and why, its model, last jobs, tokens against the budget
 
 
 SHAPES: dict[str, type[BaseModel]] = {

@@ -45,6 +45,8 @@ class StatusReport:
     def with_pause(self, project: str) -> StatusReport:
         return replace(self, paused_project=project)
 
+    learning: str = "off"  # consolidation: on/off and model, last job, tokens against the budget
+
     @property
     def healthy(self) -> bool:
         return self.enabled and self.backend_ok and not self.problems
@@ -76,6 +78,7 @@ class StatusReport:
             "sdk": self.sdk,
             "logFile": self.log_file,
             "embeddings": self.embeddings,
+            "learning": self.learning,
             "problems": [{"what": p.what, "fix": p.fix} for p in self.problems],
             "healthy": self.healthy,
             "pausedProject": self.paused_project or None,
@@ -103,6 +106,7 @@ def render_status(report: StatusReport) -> str:
         f"capture:      {report.capture}",
         *([f"embeddings:   {report.embeddings}"] if report.embeddings else []),
         f"outbox:       {report.outbox}",
+        f"learning:     {report.learning}",
         f"memorycore sdk: {report.sdk}",
         f"log file:     {report.log_file}",
     ]

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import logging
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from pi_memory_bridge.backends.base import BackendError
@@ -55,6 +56,8 @@ class Capture:
         self._sessions = sessions
         self._skills = skills
         self.stats = CaptureStats()
+        # told (memory session, turns) after turns were captured: learning counts them (never waits)
+        self.on_captured: Callable[[str, int], None] | None = None
 
     async def turn_settled(self, p: TurnSettledParams) -> TurnSettledResult:
         cfg = self._loaded.config
@@ -100,6 +103,8 @@ class Capture:
             )
         stats.captured += len(prepared.turns)
         await self._skills.settled(slot.backend, prepared.turns)
+        if self.on_captured is not None:
+            self.on_captured(ident.memory_session_id, len(prepared.turns))
         return TurnSettledResult(
             captured=len(prepared.turns),
             skipped=skipped,

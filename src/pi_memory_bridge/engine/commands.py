@@ -14,6 +14,7 @@ from pi_memory_bridge.commands.status import render_status
 from pi_memory_bridge.engine.backend_slot import BackendSlot
 from pi_memory_bridge.engine.skills import skill_source
 from pi_memory_bridge.engine.status import Status
+from pi_memory_bridge.learning.engine import Learning
 from pi_memory_bridge.recall.trace_log import TraceLog
 from pi_memory_bridge.rpc.errors import InvalidParams
 from pi_memory_bridge.sidecar.protocol import CommandAnswerParams, CommandRunParams, CommandStep
@@ -22,7 +23,14 @@ from pi_memory_bridge.tools.memory import ToolFailure, memory_save
 
 class Commands:
     def __init__(
-        self, slot: BackendSlot, status: Status, *, cwd: Path, env: Mapping[str, str], pause: ProjectPause
+        self,
+        slot: BackendSlot,
+        status: Status,
+        *,
+        cwd: Path,
+        env: Mapping[str, str],
+        pause: ProjectPause,
+        learning: Learning,
     ) -> None:
         self._slot = slot
         self._pause = pause
@@ -41,6 +49,8 @@ class Commands:
             "memory": self._memory_flow,
             "pause": lambda _p: pause_flow(pause, paused=True, footer=slot.footer),
             "resume": lambda _p: pause_flow(pause, paused=False, footer=slot.footer),
+            "undo": lambda p: learning.undo_command(p.args, has_ui=p.has_ui),
+            "learning": lambda p: learning.learning_command(p.args, has_ui=p.has_ui),
         }
         self.traces: TraceLog | None = None  # forget blanks what the recall traces kept
 

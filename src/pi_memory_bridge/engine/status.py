@@ -23,6 +23,7 @@ from pi_memory_bridge.engine.backend_slot import BackendSlot
 from pi_memory_bridge.engine.capture import CaptureStats
 from pi_memory_bridge.engine.recall import Recall
 from pi_memory_bridge.engine.sessions import Sessions
+from pi_memory_bridge.learning.engine import Learning
 from pi_memory_bridge.redact import redact_text
 
 
@@ -47,7 +48,9 @@ class Status:
         recall: Recall,
         capture_stats: CaptureStats,
         log_file: Path | None,
+        learning: Learning,
     ) -> None:
+        self._learning = learning
         self._loaded = loaded
         self._slot = slot
         self._sessions = sessions
@@ -62,6 +65,8 @@ class Status:
         outbox = await self._outbox_status(problems)
         sdk = sdk_state()
         problems += sdk_problems(loaded, sdk.startswith("installed"), sdk_install_command())
+        learning, learning_problems = await self._learning.describe()
+        problems += [Problem(what, fix) for what, fix in learning_problems]
         return StatusReport(
             version=__version__,
             protocol=PROTOCOL_VERSION,
@@ -80,6 +85,7 @@ class Status:
             log_file=str(self._log_file) if self._log_file else "stderr only",
             problems=tuple(problems),
             embeddings=await self._embeddings_status(),
+            learning=learning,
         )
 
     async def _embeddings_status(self) -> str:

@@ -35,8 +35,23 @@ async def _seed(data: Path) -> tuple[str, str]:
     return old.id, new.id
 
 
+def _old_schema(db: Path) -> None:
+    """The store as schema v3 left it: L1 rows without validity, origin or links, no learning tables
+    (rebuilt by hand: the inspector only reads, so the schema version is not what it goes by)."""
+    with sqlite3.connect(db) as conn:
+        conn.execute(
+            "CREATE TABLE atomic_old AS SELECT id, memory_id, type, content, content_key, source, "
+            "created_at, updated_at, tokens, tags FROM atomic"
+        )
+        conn.execute("DROP TABLE atomic")
+        conn.execute("ALTER TABLE atomic_old RENAME TO atomic")
+        for table in ("learning_ops", "learning_jobs", "learning_turns", "learning_sessions"):
+            conn.execute(f"DROP TABLE {table}")
+
+
 def _other_names(db: Path, old: str, new: str) -> None:
     """Plausible other names for the same fields (valid_until, status, a jobs table keyed by rowid)."""
+    _old_schema(db)
     with sqlite3.connect(db) as conn:
         for column in ("valid_until TEXT", "superseded_by TEXT", "source_turn_ids TEXT", "project TEXT"):
             conn.execute(f"ALTER TABLE atomic ADD COLUMN {column}")
@@ -57,19 +72,9 @@ def _other_names(db: Path, old: str, new: str) -> None:
         )
 
 
-def _learning_v3(db: Path, old: str, new: str) -> None:
-    """The learning step's schema v3, by its names (origin, observed_at, valid_to, job_id, its jobs table)."""
+def _learning_v4(db: Path, old: str, new: str) -> None:
+    """The store's own schema v4 (learning): origin, observed_at, valid_to, job_id, its jobs table."""
     with sqlite3.connect(db) as conn:
-        for column in (
-            "origin TEXT",
-            "source_turn_ids TEXT NOT NULL DEFAULT '[]'",
-            "observed_at TEXT",
-            "valid_to TEXT",
-            "superseded_by TEXT",
-            "project TEXT",
-            "job_id TEXT",
-        ):
-            conn.execute(f"ALTER TABLE atomic ADD COLUMN {column}")
         conn.execute("UPDATE atomic SET origin = 'learned', observed_at = created_at, job_id = 'job-1'")
         conn.execute(
             "UPDATE atomic SET valid_to = ?, superseded_by = ?, project = 'orders' WHERE memory_id = ?",
@@ -80,18 +85,13 @@ def _learning_v3(db: Path, old: str, new: str) -> None:
             (json.dumps(["t-said", "t-forgotten"]), new),
         )
         conn.execute(
-            "CREATE TABLE learning_jobs (job_id TEXT PRIMARY KEY, created_at TEXT NOT NULL, state TEXT, "
-            "reason TEXT, model TEXT, input_tokens INT, output_tokens INT, turns INT, added INT, "
-            "skipped INT, superseded INT, merged INT, proposed INT, undone_at TEXT) WITHOUT ROWID"
-        )
-        conn.execute(
             "INSERT INTO learning_jobs VALUES "
             "('job-1', ?, 'applied', '', 'fake/model', 900, 80, 3, 1, 0, 1, 0, 0, NULL)",
             (T0.isoformat(),),
         )
 
 
-NEWER = pytest.mark.parametrize("newer", [_learning_v3, _other_names], ids=["learning-v3", "other-names"])
+NEWER = pytest.mark.parametrize("newer", [_learning_v4, _other_names], ids=["learning-v4", "other-names"])
 Newer = Callable[[Path, str, str], None]
 
 
@@ -103,6 +103,7 @@ async def agent(tmp_path: Path) -> tuple[Path, str, str]:
 
 async def test_the_old_schema_has_no_optional_fields(agent: tuple[Path, str, str]) -> None:
     root, old, _ = agent
+    await asyncio.to_thread(_old_schema, root / "memory-bridge" / "memory.sqlite3")
     view = StoreView(root / "memory-bridge" / "memory.sqlite3")
     try:
         assert view.l1_fields == frozenset()
@@ -147,7 +148,7 @@ async def test_the_newer_schema_shows_validity_links_sources_and_jobs(
 @pytest.fixture
 async def client(agent: tuple[Path, str, str]) -> AsyncIterator[httpx.AsyncClient]:
     root, old, new = agent
-    await asyncio.to_thread(_learning_v3, root / "memory-bridge" / "memory.sqlite3", old, new)
+    await asyncio.to_thread(_learning_v4, root / "memory-bridge" / "memory.sqlite3", old, new)
     insp = await Inspector.open(
         root, root.parent, {"PI_CODING_AGENT_DIR": str(root), "HOME": str(root.parent)}
     )

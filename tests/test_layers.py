@@ -38,6 +38,7 @@ LAYERS: dict[str, int] = {
     "tools": DOMAIN,
     "skills": DOMAIN,
     "commands": DOMAIN,
+    "learning": DOMAIN,  # consolidation into L1: jobs, validation, scheduling (engine wires it)
     "engine": ENGINE,
     "sidecar": ENTRY,
     "cli": ENTRY,

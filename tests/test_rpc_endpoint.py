@@ -161,3 +161,48 @@ async def test_requests_are_served_concurrently() -> None:
     await rpc.serve(ChunkReader([req(1, "slow", {"text": ""}), req(2, "fast", {"text": ""})]), out)
     assert order == ["fast", "slow"]
     assert {m["id"] for m in out.messages()} == {1, 2}
+
+
+class QueueReader:
+    """Bytes arrive when the test puts them (the peer answering our requests)."""
+
+    def __init__(self) -> None:
+        self.queue: asyncio.Queue[bytes] = asyncio.Queue()
+
+    async def read(self, n: int) -> bytes:
+        return await self.queue.get()
+
+
+async def test_requests_to_the_peer_get_their_answers_by_string_id() -> None:
+    from pi_memory_bridge.rpc import PeerError, PeerGone
+
+    rpc = make_endpoint()
+    reader, out = QueueReader(), Collector()
+    serving = asyncio.create_task(rpc.serve(reader, out))
+    await asyncio.sleep(0)
+    first = asyncio.create_task(rpc.request("model/complete", EchoParams(text="a"), 5))
+    second = asyncio.create_task(rpc.request("model/complete", EchoParams(text="b"), 5))
+    await asyncio.sleep(0.01)
+    sent = out.messages()
+    assert [m["method"] for m in sent] == ["model/complete", "model/complete"]
+    assert all(isinstance(m["id"], str) for m in sent) and sent[0]["params"] == {"text": "a", "times": 1}
+    answers = [
+        {"jsonrpc": "2.0", "id": sent[1]["id"], "error": {"code": -32011, "message": "no auth"}},
+        {"jsonrpc": "2.0", "id": sent[0]["id"], "result": {"text": "done"}},
+        {"jsonrpc": "2.0", "id": "s999", "result": 1},  # nobody waits: dropped
+    ]
+    reader.queue.put_nowait(b"".join(json.dumps(a).encode() + b"\n" for a in answers))
+    assert await first == {"text": "done"}
+    with pytest.raises(PeerError) as err:
+        await second
+    assert err.value.code == -32011
+    with pytest.raises(TimeoutError):
+        await rpc.request("model/complete", EchoParams(text="c"), 0.05)
+    pending = asyncio.create_task(rpc.request("model/complete", EchoParams(text="d"), 5))
+    await asyncio.sleep(0.01)
+    reader.queue.put_nowait(b"")  # EOF: whoever still waits is told at once
+    with pytest.raises(PeerGone):
+        await pending
+    await serving
+    with pytest.raises(PeerGone):
+        await rpc.request("model/complete", EchoParams(text="e"), 5)

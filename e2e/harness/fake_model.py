@@ -13,6 +13,12 @@ Each `POST .../chat/completions` is answered by, in order:
      (a `before_agent_start` `message` arrives as a user message after the prompt, so then
      that is what is echoed; a prompt whose run failed stays in the context before the next one)
 
+Consolidation requests (pi-memory-bridge's learning prompts, recognised by the tag line their
+system prompt starts with) never touch the queue above: they take the next answer scripted with
+`FakeModel.script_consolidation("extract" | "reconcile", ...)`, else an empty but valid answer
+(recorded in `consolidation_unscripted`), so a test's chat script is not consumed by background
+learning and a learning script is not consumed by chat.
+
 Pi always streams (`stream: true` with `stream_options.include_usage`); the SSE frames follow
 the OpenAI `chat.completion.chunk` shape. Non-streaming requests get one `chat.completion`.
 """
@@ -36,6 +42,12 @@ MODEL_ID: Final = "fake-model"
 _ECHO_CHARS: Final = 200
 _STREAM_CHUNK_CHARS: Final = 16
 _USAGE: Final = {"prompt_tokens": 11, "completion_tokens": 7, "total_tokens": 18}
+# The first line of pi-memory-bridge's consolidation system prompts (learning/prompts.py).
+CONSOLIDATION_TAGS: Final = {
+    "extract": "[pi-memory-bridge:extract v1]",
+    "reconcile": "[pi-memory-bridge:reconcile v1]",
+}
+_EMPTY_ANSWERS: Final = {"extract": '{"memories": []}', "reconcile": '{"decisions": []}'}
 
 
 # ---- replies ---------------------------------------------------------------------------------
@@ -51,6 +63,7 @@ class ToolCall:
 class TextReply:
     text: str
     delay_s: float = 0.0
+    finish_reason: str = "stop"  # e.g. "length": an answer cut off by the token limit
 
 
 @dataclass(frozen=True)
@@ -183,6 +196,12 @@ class RecordedRequest:
     def is_chat(self) -> bool:
         return self.method == "POST" and self.path.rstrip("/").endswith("/chat/completions")
 
+    @property
+    def consolidation_task(self) -> str | None:
+        """ "extract" or "reconcile" for pi-memory-bridge's learning prompts, else None."""
+        system = self.system_prompt
+        return next((task for task, tag in CONSOLIDATION_TAGS.items() if system.startswith(tag)), None)
+
     def to_json(self) -> JsonObject:
         return {
             "n": self.n,
@@ -300,7 +319,7 @@ class _Handler(BaseHTTPRequestHandler):
         message: JsonObject = {"role": "assistant", "content": None}
         if isinstance(reply, TextReply):
             message["content"] = reply.text
-            finish = "stop"
+            finish = reply.finish_reason
         else:
             message["tool_calls"] = [_tool_call_json(req.n, i, c) for i, c in enumerate(reply.calls)]
             finish = "tool_calls"
@@ -333,7 +352,7 @@ class _Handler(BaseHTTPRequestHandler):
         if isinstance(reply, TextReply):
             for i in range(0, len(reply.text), _STREAM_CHUNK_CHARS):
                 chunk({"content": reply.text[i : i + _STREAM_CHUNK_CHARS]})
-            chunk({}, "stop")
+            chunk({}, reply.finish_reason)
         else:
             for i, call in enumerate(reply.calls):
                 chunk({"tool_calls": [{"index": i, **_tool_call_json(req.n, i, call)}]})
@@ -373,6 +392,8 @@ class FakeModel:
         self._requests: list[RecordedRequest] = []
         self._replies: dict[int, Reply] = {}
         self._queue: deque[Reply] = deque()
+        self._consolidation: dict[str, deque[Reply]] = {task: deque() for task in CONSOLIDATION_TAGS}
+        self.consolidation_unscripted: list[RecordedRequest] = []
         self._stopping = threading.Event()
         self._server: _Server | None = None
         self._thread: threading.Thread | None = None
@@ -421,6 +442,30 @@ class FakeModel:
         parsed = [r if isinstance(r, Reply) else reply_from_dict(r) for r in replies]
         with self._lock:
             self._queue.extend(parsed)
+
+    def script_consolidation(self, task: str, *replies: Reply | Mapping[str, Any] | str) -> None:
+        """Queue answers to consolidation prompts of `task` ("extract" or "reconcile"): a JSON-able
+        dict is sent as JSON text, a str as it is, a `Reply` (delays, errors) as given."""
+        if task not in self._consolidation:
+            raise ValueError(f"unknown consolidation task {task!r}")
+        parsed: list[Reply] = []
+        for r in replies:
+            if isinstance(r, Reply):
+                parsed.append(r)
+            elif isinstance(r, str):
+                parsed.append(TextReply(r))
+            else:
+                parsed.append(TextReply(json.dumps(dict(r), ensure_ascii=False)))
+        with self._lock:
+            self._consolidation[task].extend(parsed)
+
+    def consolidation_requests(self, task: str | None = None) -> list[RecordedRequest]:
+        """Chat requests carrying a consolidation prompt (of `task`, or of either)."""
+        return [
+            r
+            for r in self.chat_requests
+            if r.consolidation_task is not None and (task is None or r.consolidation_task == task)
+        ]
 
     def pending_replies(self) -> int:
         with self._lock:
@@ -486,6 +531,14 @@ class FakeModel:
             return req
 
     def _next_reply(self, req: RecordedRequest) -> Reply:
+        task = req.consolidation_task
+        if task is not None:
+            with self._lock:
+                queue = self._consolidation[task]
+                scripted = queue.popleft() if queue else None
+                if scripted is None:
+                    self.consolidation_unscripted.append(req)
+            return self._chosen(req, scripted or TextReply(_EMPTY_ANSWERS[task]))
         with self._lock:
             reply = self._queue.popleft() if self._queue else None
         if reply is None and self.responder is not None:
@@ -495,8 +548,9 @@ class FakeModel:
                 with self._lock:
                     self.errors.append(f"responder raised on request {req.n}: {exc!r}")
                 reply = ErrorReply(500, f"fake model responder raised: {exc!r}")
-        if reply is None:
-            reply = rule_reply(req)
+        return self._chosen(req, reply if reply is not None else rule_reply(req))
+
+    def _chosen(self, req: RecordedRequest, reply: Reply) -> Reply:
         with self._lock:
             self._replies[req.n] = reply
             if self.log_path is not None:

@@ -2,12 +2,13 @@
  * Wiring only: Pi events -> sidecar calls with deadlines, results -> Pi (system prompt, footer,
  * dialogs). Every handler is fail-open: on any problem it returns nothing and says why in the footer.
  */
-import type { ExtensionAPI, ExtensionCommandContext, ExtensionContext } from "@earendil-works/pi-coding-agent";
+import type { ExtensionAPI, ExtensionContext } from "@earendil-works/pi-coding-agent";
 import { getAgentDir, VERSION } from "@earendil-works/pi-coding-agent";
 import { appendFileSync } from "node:fs";
 import { Type } from "typebox";
 import { liveUserTimestamps, projectEntries } from "./entries.ts";
 import { markCaptureSince } from "./since.ts";
+import { completeOnModel } from "./model.ts";
 import {
 	CLIENT_NAME,
 	CLIENT_VERSION,
@@ -19,7 +20,7 @@ import {
 	type TurnSettledParams,
 	type TurnSettledResult,
 } from "./protocol.ts";
-import { RpcClosed, RpcTimeout } from "./rpc.ts";
+import { RpcClosed, RpcError, RpcTimeout } from "./rpc.ts";
 import { settleWithin, Sidecar } from "./sidecar.ts";
 
 const STATUS_KEY = "tdai-memory";
@@ -124,8 +125,19 @@ function sidecar(): Sidecar {
 			onNotification(method: string, params: unknown) {
 				if (method === "status/changed" && params && typeof (params as { text?: unknown }).text === "string") {
 					setStatus((params as { text: string }).text);
+				} else if (method === "notice") {
+					const n = (params ?? {}) as { message?: unknown; level?: unknown };
+					const level = n.level === "warning" || n.level === "error" ? n.level : "info";
+					if (typeof n.message === "string" && shared.ctx?.hasUI) shared.ctx.ui.notify(n.message, level);
+				} else if (method === "learning/consent" && shared.ctx?.hasUI) {
+					const m = shared.ctx.model; // the question names the model the conversation would go to
+					void runCommand("learning", m ? `ask ${m.provider}/${m.id}` : "ask", shared.ctx);
 				}
 			},
+			onRequest: (method: string, params: unknown) =>
+				method === "model/complete"
+					? completeOnModel(shared.ctx, params)
+					: Promise.reject(new RpcError(-32601, `the shim serves no ${method}`)),
 		};
 		shared.sidecar = new Sidecar(initParams, events, process.env, { handshakeMs: recallDeadline });
 	}
@@ -160,7 +172,7 @@ function sessionPayload(ctx: ExtensionContext, reason?: string): Record<string, 
 	};
 }
 
-async function runCommand(name: string, args: string, ctx: ExtensionCommandContext): Promise<CommandStep | undefined> {
+async function runCommand(name: string, args: string, ctx: ExtensionContext): Promise<CommandStep | undefined> {
 	shared.ctx = ctx;
 	const sc = sidecar();
 	const show = (message: string, level: "info" | "warning" | "error"): void => {
@@ -352,6 +364,18 @@ function registerCommands(pi: ExtensionAPI): void {
 			await runCommand("import", args, ctx);
 		},
 	});
+	pi.registerCommand("tdai-memory-undo", {
+		description: "Undo a consolidation job as a whole (default the last one): /tdai-memory-undo [job-id|list]",
+		handler: async (args, ctx) => {
+			await runCommand("undo", args, ctx);
+		},
+	});
+	pi.registerCommand("tdai-memory-learning", {
+		description: "Let memory learn from your sessions, or stop it: /tdai-memory-learning [on|off]",
+		handler: async (args, ctx) => {
+			await runCommand("learning", args, ctx);
+		},
+	});
 	pi.registerCommand("tdai-memory-remember", {
 		description: "Save a fact or preference to long-term memory: /tdai-memory-remember <text>",
 		handler: async (args, ctx) => {
@@ -405,6 +429,15 @@ export function createMemoryBridge(pi: ExtensionAPI): void {
 			return undefined;
 		}
 	}));
+
+	pi.on("session_before_compact", (_event, ctx) => {
+		shared.ctx = ctx;
+		// learn from what is about to be summarised; never holds up the compaction
+		sidecar()
+			.call("learning/trigger", { piSessionId: sessionId(ctx), reason: "compact" }, SESSION_CALL_MS)
+			.catch(() => undefined);
+		return undefined;
+	});
 
 	pi.on("agent_end", (event, ctx) => {
 		const sid = sessionId(ctx);

@@ -76,3 +76,24 @@ export interface CommandStep {
 	level: "info" | "warning" | "error";
 	statusText?: string | null;
 }
+
+/** sidecar -> shim request: one completion on the user's model (learning). */
+export interface ModelCompleteParams {
+	systemPrompt: string;
+	prompt: string;
+	maxTokens: number;
+	timeoutMs: number;
+	model?: string | null; // "provider/id"; absent: the session's model
+}
+
+export interface ModelCompleteResult {
+	text: string;
+	stopReason: string;
+	usage: { input: number; output: number };
+	model: string;
+}
+
+export interface Notice {
+	message: string;
+	level: "info" | "warning" | "error";
+}

@@ -41,6 +41,8 @@ export interface RequestOptions {
 }
 
 export type NotificationHandler = (method: string, params: unknown) => void;
+/** Answers a request from the peer (the sidecar asks too, e.g. `model/complete`); throw RpcError to refuse. */
+export type RequestHandler = (method: string, params: unknown) => Promise<unknown>;
 
 export class LineSplitter {
 	private buf = "";
@@ -67,10 +69,12 @@ export class RpcClient {
 	private missedSinceAnswer = false;
 	private readonly write: (line: string) => void;
 	private readonly onNotification: NotificationHandler;
+	private readonly onRequest: RequestHandler | undefined;
 
-	constructor(write: (line: string) => void, onNotification: NotificationHandler = () => {}) {
+	constructor(write: (line: string) => void, onNotification: NotificationHandler = () => {}, onRequest?: RequestHandler) {
 		this.write = write;
 		this.onNotification = onNotification;
+		this.onRequest = onRequest;
 	}
 
 	/** Feed bytes read from the peer's stdout. */
@@ -119,6 +123,22 @@ export class RpcClient {
 		}
 	}
 
+	private answer(id: string | number, method: string, params: unknown): void {
+		const reply = (body: Record<string, unknown>): void => {
+			if (this.closed !== undefined) return;
+			try {
+				this.write(JSON.stringify({ jsonrpc: "2.0", id, ...body }) + "\n");
+			} catch {
+				/* the sidecar is gone; it fails its own wait */
+			}
+		};
+		const handled = this.onRequest ? this.onRequest(method, params) : Promise.reject(new RpcError(-32601, `unknown method ${method}`));
+		handled.then(
+			(result) => reply({ result: result ?? null }),
+			(e: unknown) => reply({ error: { code: e instanceof RpcError ? e.code : -32603, message: e instanceof Error ? e.message : String(e) } }),
+		);
+	}
+
 	private handleLine(line: string): void {
 		let msg: unknown;
 		try {
@@ -130,6 +150,10 @@ export class RpcClient {
 		const m = msg as { id?: unknown; method?: unknown; params?: unknown; result?: unknown; error?: unknown };
 		if (typeof m.method === "string" && m.id === undefined) {
 			this.onNotification(m.method, m.params);
+			return;
+		}
+		if (typeof m.method === "string" && (typeof m.id === "string" || typeof m.id === "number")) {
+			this.answer(m.id, m.method, m.params);
 			return;
 		}
 		if (typeof m.id !== "number") return;

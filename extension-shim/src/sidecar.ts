@@ -20,7 +20,7 @@ import type { Socket } from "node:net";
 import { dirname, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import { locateSidecar } from "./locate.ts";
-import { RpcClient, RpcClosed, RpcError, RpcTimeout, type RequestOptions } from "./rpc.ts";
+import { RpcClient, RpcClosed, RpcError, RpcTimeout, type RequestHandler, type RequestOptions } from "./rpc.ts";
 import { PROTOCOL_VERSION, type InitializeParams, type InitializeResult } from "./protocol.ts";
 
 export const SHIM_DIR = resolve(dirname(fileURLToPath(import.meta.url)), "..");
@@ -54,6 +54,7 @@ export function resolveCommand(env: NodeJS.ProcessEnv, shimDir: string = SHIM_DI
 export interface SidecarEvents {
 	onStatus(text: string): void;
 	onNotification(method: string, params: unknown): void;
+	onRequest?: RequestHandler; // requests from the sidecar (model/complete)
 }
 
 export interface SidecarOptions {
@@ -206,6 +207,7 @@ export class Sidecar {
 				child.stdin!.write(line);
 			},
 			(method, params) => this.events.onNotification(method, params),
+			this.events.onRequest,
 		);
 		this.rpc = rpc;
 		child.stdout!.on("data", (chunk: Buffer) => rpc.feed(chunk));

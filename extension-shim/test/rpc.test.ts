@@ -55,3 +55,24 @@ test("a call that runs out of time marks the peer unresponsive until it answers 
 	assert.equal(await next, 7);
 	assert.equal(c.unresponsive, false);
 });
+
+test("requests from the peer are answered through the handler, errors keep their code", async () => {
+	const sent: string[] = [];
+	const c = new RpcClient(
+		(l) => sent.push(l),
+		() => {},
+		async (method, params) => {
+			if (method === "echo") return params;
+			throw new RpcError(-32011, "no auth");
+		},
+	);
+	c.feed('{"jsonrpc":"2.0","id":"s1","method":"echo","params":{"a":1}}\n{"jsonrpc":"2.0","id":"s2","method":"x"}\n');
+	await new Promise((r) => setImmediate(r));
+	const answers = sent.map((l) => JSON.parse(l));
+	assert.deepEqual(answers.find((a) => a.id === "s1"), { jsonrpc: "2.0", id: "s1", result: { a: 1 } });
+	assert.deepEqual(answers.find((a) => a.id === "s2")?.error, { code: -32011, message: "no auth" });
+	const bare = new RpcClient((l) => sent.push(l));
+	bare.feed('{"jsonrpc":"2.0","id":"s3","method":"model/complete","params":{}}\n');
+	await new Promise((r) => setImmediate(r));
+	assert.equal(JSON.parse(sent.at(-1)!).error.code, -32601);
+});

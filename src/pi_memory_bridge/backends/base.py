@@ -66,6 +66,8 @@ class AtomicType(enum.StrEnum):
     CONSTRAINT = "constraint"
     EVENT = "event"
     INSTRUCTION = "instruction"
+    DECISION = "decision"
+    PITFALL = "pitfall"
 
 
 @dataclass(frozen=True, slots=True)
@@ -115,6 +117,9 @@ class AtomicMemory:
     updated_at: datetime
     source: str = ""
     score: float = 0.0
+    # when it was said (learned memories: the source turn's time); None where a backend has no such notion
+    observed_at: datetime | None = None
+    origin: str = ""  # local store: "user", "model-tool" or "learned"
 
 
 @dataclass(frozen=True, slots=True)
@@ -221,6 +226,7 @@ class MemoryBackend(Protocol):
         """Replace an L1 memory's text and type, keeping its id (capability `l1_edit`).
 
         BackendRejected when there is no such memory or another one already says the same."""
+
     async def list_atomic(
         self, limit: int, offset: int = 0, type: str | None = None, ids: Sequence[str] | None = None
     ) -> list[AtomicMemory]:

@@ -47,6 +47,12 @@ def _parser() -> argparse.ArgumentParser:
     ui.add_argument("--idle-minutes", type=float, default=30.0, help="stop when unused (default 30)")
     outbox.add_argument("--id", action="append", default=[], help="purge/requeue: exactly this record")
     outbox.add_argument("--yes", action="store_true", help="purge: do not ask")
+    learning = sub.add_parser(
+        "consolidate", help="learn memories from captured turns now (needs learning.endpoint)"
+    )
+    learning.add_argument("--max-jobs", type=int, default=50)
+    undo = sub.add_parser("undo", help="undo a consolidation job as a whole (default: the last one)")
+    undo.add_argument("job", nargs="?", default="", help="a job id (or part of it), or 'list'")
     return parser
 
 
@@ -128,6 +134,14 @@ def _run(argv: list[str] | None) -> int:
             print("usage: pi-memory-bridge redact --rescan", file=sys.stderr)
             return 2
         return redact_rescan()
+    if args.command in ("consolidate", "undo"):
+        from pi_memory_bridge.cli import learning_cmds as learning_cli
+
+        return (
+            learning_cli.consolidate(args.max_jobs)
+            if args.command == "consolidate"
+            else learning_cli.undo(args.job)
+        )
     if args.command == "outbox":
         from pi_memory_bridge.cli.terminal import outbox
 

@@ -61,6 +61,7 @@ class StatusOut(_Out):
     paused_project: str | None
     embeddings: str  # search by meaning: the model, whether it loaded, vectors done/total; "" if none
     catch_up: str  # turns recovered from Pi's session files: progress and backlog; "" if off
+    learning: str  # consolidation: on/off and why, its model, last jobs, tokens against the budget
 
 
 SHAPES: dict[str, type[BaseModel]] = {

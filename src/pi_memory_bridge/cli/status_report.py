@@ -8,6 +8,7 @@ Counters that belong to a running sidecar (captures, last recall) read as that p
 from __future__ import annotations
 
 import asyncio
+import os
 from pathlib import Path
 
 from pi_memory_bridge.backends.base import BackendError, MemoryBackend
@@ -21,6 +22,7 @@ from pi_memory_bridge.engine.notifier import Notifier
 from pi_memory_bridge.engine.recall import Recall
 from pi_memory_bridge.engine.sessions import Sessions
 from pi_memory_bridge.engine.status import Status
+from pi_memory_bridge.learning.engine import Learning
 from pi_memory_bridge.outbox.delivery import CaptureDelivery
 from pi_memory_bridge.redact import redact_text
 
@@ -43,8 +45,14 @@ async def cli_status_report(loaded: LoadedConfig, agent_dir: Path, cwd: Path) ->
             slot.backend_error = redact_text(f"{type(exc).__name__}: {exc}").text
     elif loaded.config.enabled:
         slot.backend_error = "not configured: " + "; ".join(str(e) for e in loaded.errors)
+    # read only: what consolidation did and would do, never a job started from a status report
+    learning = Learning(
+        loaded.config.learning, agent_dir=agent_dir, cwd=cwd, has_ui=False, peer=None, env=os.environ
+    )
+    if slot.backend is not None:
+        learning.attach(slot.backend, schedule=False)
     try:
-        status = Status(loaded, slot, Sessions(), Recall(loaded, slot), CaptureStats(), None)
+        status = Status(loaded, slot, Sessions(), Recall(loaded, slot), CaptureStats(), None, learning)
         report = await status.report()
         pause = ProjectPause(agent_dir, cwd)
         return report.with_pause(pause.project if pause.paused() else "")

@@ -46,6 +46,8 @@ class StatusReport:
         return replace(self, paused_project=project)
     catch_up: str = ""  # recovery of turns live capture missed, from Pi's session files
 
+    learning: str = "off"  # consolidation: on/off and model, last job, tokens against the budget
+
     @property
     def healthy(self) -> bool:
         return self.enabled and self.backend_ok and not self.problems
@@ -78,6 +80,7 @@ class StatusReport:
             "sdk": self.sdk,
             "logFile": self.log_file,
             "embeddings": self.embeddings,
+            "learning": self.learning,
             "problems": [{"what": p.what, "fix": p.fix} for p in self.problems],
             "healthy": self.healthy,
             "pausedProject": self.paused_project or None,
@@ -106,6 +109,7 @@ def render_status(report: StatusReport) -> str:
         *([f"embeddings:   {report.embeddings}"] if report.embeddings else []),
         f"outbox:       {report.outbox}",
         *([f"catch-up:     {report.catch_up}"] if report.catch_up else []),
+        f"learning:     {report.learning}",
         f"memorycore sdk: {report.sdk}",
         f"log file:     {report.log_file}",
     ]

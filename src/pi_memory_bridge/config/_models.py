@@ -10,7 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field
+from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, model_validator
 from pydantic.alias_generators import to_camel
 
 from pi_memory_bridge.config._endpoint import endpoint_problem
@@ -124,6 +124,42 @@ class MemoryCoreSettings(_Settings):
     delivery_concurrency: Annotated[int, Field(ge=1, le=32)] = 8
 
 
+def _check_model_name(value: str) -> str:
+    if not value or len(value) > 200 or not value.isprintable() or any(ch.isspace() for ch in value):
+        raise ValueError("must be a model name without spaces, such as anthropic/claude-haiku-4-5")
+    return value
+
+
+ModelName = Annotated[str, AfterValidator(_check_model_name)]
+
+
+class LearningSettings(_Settings):
+    """Consolidation: turning conversations into L1 memories on a model (local backend only).
+
+    `enabled` stays unset until the user answers the question an interactive session asks once;
+    unset counts as off, so a print-mode run never sends conversation text anywhere on its own.
+    """
+
+    enabled: bool | None = None
+    # Pi's "provider/id" (default: the session's model); with `endpoint`, the model that server runs
+    model: ModelName | None = None
+    # an OpenAI-compatible server (e.g. a local Ollama at http://127.0.0.1:11434/v1) used instead of Pi
+    endpoint: Endpoint | None = None
+    daily_token_budget: Annotated[int, Field(ge=0, le=100_000_000)] = 200_000
+    idle_seconds: Annotated[int, Field(ge=1, le=3600)] = 45
+    every_turns: Annotated[int, Field(ge=1, le=500)] = 8
+    max_output_tokens: Annotated[int, Field(ge=256, le=32_000)] = 2000
+    timeout_ms: Annotated[int, Field(ge=1000, le=600_000)] = 60_000
+    # the generated profile and per-project notes, written from active memories after a job
+    generate_notes: bool = True
+
+    @model_validator(mode="after")
+    def _endpoint_needs_model(self) -> LearningSettings:
+        if self.endpoint is not None and self.model is None:
+            raise ValueError("learning.endpoint also needs learning.model (the model name that server runs)")
+        return self
+
+
 class BridgeConfig(_Settings):
     """The whole configuration, as stored in the global file."""
 
@@ -139,4 +175,5 @@ class BridgeConfig(_Settings):
     # projects (git root, else the working directory) where capture and recall are paused;
     # written by /tdai-memory-pause and /tdai-memory-resume, global file only
     paused_projects: Annotated[list[str], Field(max_length=10_000)] = Field(default_factory=list)
+    learning: LearningSettings = Field(default_factory=LearningSettings)
     log_level: Literal["debug", "info", "warning", "error"] = "info"

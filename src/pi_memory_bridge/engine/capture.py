@@ -58,6 +58,8 @@ class Capture:
         self.stats = CaptureStats()
         # a failed live capture: the turn is in Pi's session file, catch-up retries it from there
         self.on_failure: Callable[[], None] = lambda: None
+        # told (memory session, turns) after turns were captured: learning counts them (never waits)
+        self.on_captured: Callable[[str, int], None] | None = None
 
     async def turn_settled(self, p: TurnSettledParams) -> TurnSettledResult:
         cfg = self._loaded.config
@@ -106,6 +108,8 @@ class Capture:
             )
         stats.captured += len(prepared.turns)
         await self._skills.settled(slot.backend, prepared.turns)
+        if self.on_captured is not None:
+            self.on_captured(ident.memory_session_id, len(prepared.turns))
         return TurnSettledResult(
             captured=len(prepared.turns),
             skipped=skipped,

@@ -15,6 +15,7 @@ from pi_memory_bridge.engine.backend_slot import BackendSlot
 from pi_memory_bridge.engine.catch_up import CatchUp
 from pi_memory_bridge.engine.skills import skill_source
 from pi_memory_bridge.engine.status import Status
+from pi_memory_bridge.learning.engine import Learning
 from pi_memory_bridge.recall.trace_log import TraceLog
 from pi_memory_bridge.rpc.errors import InvalidParams
 from pi_memory_bridge.sidecar.protocol import CommandAnswerParams, CommandRunParams, CommandStep
@@ -23,7 +24,14 @@ from pi_memory_bridge.tools.memory import ToolFailure, memory_save
 
 class Commands:
     def __init__(
-        self, slot: BackendSlot, status: Status, *, cwd: Path, env: Mapping[str, str], pause: ProjectPause
+        self,
+        slot: BackendSlot,
+        status: Status,
+        *,
+        cwd: Path,
+        env: Mapping[str, str],
+        pause: ProjectPause,
+        learning: Learning,
     ) -> None:
         self._slot = slot
         self._pause = pause
@@ -43,6 +51,8 @@ class Commands:
             "pause": lambda _p: pause_flow(pause, paused=True, footer=slot.footer),
             "resume": lambda _p: pause_flow(pause, paused=False, footer=slot.footer),
             "import": self._import_flow,
+            "undo": lambda p: learning.undo_command(p.args, has_ui=p.has_ui),
+            "learning": lambda p: learning.learning_command(p.args, has_ui=p.has_ui),
         }
         self.traces: TraceLog | None = None  # forget blanks what the recall traces kept
         self.catch_up: CatchUp | None = None

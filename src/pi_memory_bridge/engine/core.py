@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from pathlib import Path
 
+from pi_memory_bridge.backends.base import MemoryBackend
 from pi_memory_bridge.commands.pause import ProjectPause
 from pi_memory_bridge.commands.status import StatusReport
 from pi_memory_bridge.config import LoadedConfig, data_dir
@@ -25,12 +26,15 @@ from pi_memory_bridge.engine.sessions import Sessions
 from pi_memory_bridge.engine.skills import SkillCapture
 from pi_memory_bridge.engine.status import Status
 from pi_memory_bridge.engine.tools import Tools
+from pi_memory_bridge.learning.engine import Learning, Peer
 from pi_memory_bridge.outbox import OutboxCounts
 from pi_memory_bridge.recall.trace_log import TraceLog, open_trace_log
 from pi_memory_bridge.sidecar.protocol import (
     CommandAnswerParams,
     CommandRunParams,
     CommandStep,
+    LearningTriggerParams,
+    LearningTriggerResult,
     RecallParams,
     RecallResult,
     SessionParams,
@@ -52,23 +56,34 @@ class Engine:
         env: Mapping[str, str],
         notify: Notify | None = None,
         log_file: Path | None = None,
+        peer: Peer | None = None,
+        has_ui: bool = False,
     ) -> None:
         self._notifier = Notifier(notify)
         self.pause = ProjectPause(agent_dir, cwd)
-        skill_capture = SkillCapture(loaded, agent_dir, self._notifier)
+        # consolidation in the background; `peer` (the shim) runs its model calls
+        self.learning = Learning(
+            loaded.config.learning, agent_dir=agent_dir, cwd=cwd, has_ui=has_ui, peer=peer, env=env
+        )
+        self._skill_capture = SkillCapture(loaded, agent_dir, self._notifier)
         self.slot = BackendSlot(
             loaded,
             agent_dir,
             self._notifier,
-            on_open=skill_capture.backend_opened,
+            on_open=self._backend_opened,
             on_outbox_change=self._outbox_changed,
         )
         self.sessions = Sessions()
         self._recall = Recall(loaded, self.slot)
-        self._capture = Capture(loaded, self.slot, self.sessions, skill_capture)
+        self._capture = Capture(loaded, self.slot, self.sessions, self._skill_capture)
+        self._capture.on_captured = self.learning.turns_settled
         self._tools = Tools(loaded, self.slot)
-        self._status = Status(loaded, self.slot, self.sessions, self._recall, self._capture.stats, log_file)
-        self._commands = Commands(self.slot, self._status, cwd=cwd, env=env, pause=self.pause)
+        self._status = Status(
+            loaded, self.slot, self.sessions, self._recall, self._capture.stats, log_file, self.learning
+        )
+        self._commands = Commands(
+            self.slot, self._status, cwd=cwd, env=env, pause=self.pause, learning=self.learning
+        )
         self.traces: TraceLog | None = None
         self.catch_up = CatchUp(loaded, agent_dir, cwd, self.slot, self._notifier)
         self._capture.on_failure = self.catch_up.nudge
@@ -85,9 +100,13 @@ class Engine:
         env: Mapping[str, str],
         notify: Notify | None = None,
         log_file: Path | None = None,
+        peer: Peer | None = None,
+        has_ui: bool = False,
     ) -> Engine:
         """The engine with its outbox and backend opened (or their failures recorded)."""
-        engine = cls(loaded, agent_dir, cwd, env=env, notify=notify, log_file=log_file)
+        engine = cls(
+            loaded, agent_dir, cwd, env=env, notify=notify, log_file=log_file, peer=peer, has_ui=has_ui
+        )
         engine.traces = engine._recall.traces = engine._commands.traces = await open_trace_log(
             data_dir(agent_dir)
         )
@@ -95,6 +114,10 @@ class Engine:
         engine._notifier.started = True
         engine.catch_up.start_soon()  # in the background: never delays recall
         return engine
+
+    async def _backend_opened(self, backend: MemoryBackend) -> None:
+        await self._skill_capture.backend_opened(backend)
+        self.learning.attach(backend)
 
     def _outbox_changed(self, counts: OutboxCounts) -> None:
         if self.pause.paused() or not (counts.waiting or counts.dead or self._capture.stats.captured):
@@ -105,7 +128,9 @@ class Engine:
         return self.slot.footer()
 
     async def session_changed(self, p: SessionParams) -> SessionResult:
-        return self.sessions.changed(p)
+        result = self.sessions.changed(p)
+        self.learning.session_started(result.memory_session_id)
+        return result
 
     async def recall(self, p: RecallParams) -> RecallResult:
         if self.pause.paused():
@@ -128,6 +153,9 @@ class Engine:
     async def command_answer(self, p: CommandAnswerParams) -> CommandStep:
         return await self._commands.answer(p)
 
+    async def learning_trigger(self, p: LearningTriggerParams) -> LearningTriggerResult:
+        return self.learning.trigger(p.reason)
+
     async def status_report(self, pi_session_id: str = "") -> StatusReport:
         report = await self._status.report(pi_session_id)
         return report.with_pause(self.pause.project if self.pause.paused() else "")
@@ -135,4 +163,5 @@ class Engine:
     async def shutdown(self) -> None:
         self._notifier.closing = True
         await self.catch_up.stop()
+        await self.learning.close()
         await self.slot.close()

@@ -24,6 +24,7 @@ from pi_memory_bridge.engine.capture import CaptureStats
 from pi_memory_bridge.engine.catch_up import CatchUp
 from pi_memory_bridge.engine.recall import Recall
 from pi_memory_bridge.engine.sessions import Sessions
+from pi_memory_bridge.learning.engine import Learning
 from pi_memory_bridge.redact import redact_text
 
 
@@ -48,7 +49,9 @@ class Status:
         recall: Recall,
         capture_stats: CaptureStats,
         log_file: Path | None,
+        learning: Learning,
     ) -> None:
+        self._learning = learning
         self._loaded = loaded
         self._slot = slot
         self._sessions = sessions
@@ -66,6 +69,8 @@ class Status:
         problems += sdk_problems(loaded, sdk.startswith("installed"), sdk_install_command())
         if self.catch_up is not None:
             problems += self.catch_up.problems()
+        learning, learning_problems = await self._learning.describe()
+        problems += [Problem(what, fix) for what, fix in learning_problems]
         return StatusReport(
             version=__version__,
             protocol=PROTOCOL_VERSION,
@@ -85,6 +90,7 @@ class Status:
             problems=tuple(problems),
             embeddings=await self._embeddings_status(),
             catch_up=self.catch_up.status_line() if self.catch_up is not None else "",
+            learning=learning,
         )
 
     async def _embeddings_status(self) -> str:

@@ -6,7 +6,7 @@ import asyncio
 import logging
 from dataclasses import dataclass, field
 
-from pi_memory_bridge.backends.base import BackendError, MemoryBackend
+from pi_memory_bridge.backends.base import AtomicMemory, BackendError, MemoryBackend
 from pi_memory_bridge.recall.items import Layer, RecallItem, make_item
 from pi_memory_bridge.textsearch import overlap_score, query_terms
 
@@ -30,10 +30,19 @@ async def fetch_l3(backend: MemoryBackend, q: LayerQuery) -> list[RecallItem]:
     return [item] if item else []
 
 
+def l1_label(m: AtomicMemory) -> str:
+    """The memory's kind; a learned one also says when it was said (the backend returns active
+    memories only, so the date tells how current a decision or fact is)."""
+    if m.origin == "learned" and m.observed_at is not None:
+        return f"{m.type}, {m.observed_at:%Y-%m-%d}"
+    return m.type
+
+
 async def fetch_l1(backend: MemoryBackend, q: LayerQuery) -> list[RecallItem]:
     memories = await backend.search_atomic(q.query, q.limit)
     items = (
-        make_item(Layer.L1, m.type, m.content, source_id=m.id, score=m.score) for m in memories[: q.limit]
+        make_item(Layer.L1, l1_label(m), m.content, source_id=m.id, score=m.score)
+        for m in memories[: q.limit]
     )
     return [i for i in items if i is not None]
 

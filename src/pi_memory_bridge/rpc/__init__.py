@@ -10,7 +10,7 @@ from pi_memory_bridge.rpc.errors import (
     ProtocolVersionMismatch,
     ServerNotInitialized,
 )
-from pi_memory_bridge.rpc.server import RpcEndpoint
+from pi_memory_bridge.rpc.server import PeerError, PeerGone, RpcEndpoint
 from pi_memory_bridge.rpc.stdio import open_stdio
 
 __all__ = [
@@ -20,6 +20,8 @@ __all__ = [
     "JsonRpcError",
     "MethodNotFound",
     "ParseError",
+    "PeerError",
+    "PeerGone",
     "ProtocolVersionMismatch",
     "RpcEndpoint",
     "ServerNotInitialized",

@@ -3,11 +3,16 @@
 The domain never sees JSON: handlers are registered with a pydantic params model and return a
 pydantic model (or a JSON-able value). Every failure becomes the matching `JsonRpcError` on the
 wire and the endpoint keeps serving.
+
+The endpoint can also ask the peer (`request`): its ids are strings ("s1", "s2", ...) so they can
+never be mistaken for the ids of the peer's own requests, and the answers are matched back to
+the waiting caller; an answer after the caller's timeout is dropped.
 """
 
 from __future__ import annotations
 
 import asyncio
+import itertools
 import json
 import logging
 from collections.abc import Awaitable, Callable
@@ -39,6 +44,20 @@ class _Envelope(BaseModel):
     method: StrictStr
     id: RequestId | None = None
     params: dict[str, Any] | None = None
+
+
+class PeerError(Exception):
+    """The peer answered one of our requests with a JSON-RPC error."""
+
+    def __init__(self, code: int, message: str, data: Any = None) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+        self.data = data
+
+
+class PeerGone(Exception):
+    """The stream closed (or was never open) before the peer answered."""
 
 
 class ByteReader(Protocol):
@@ -78,6 +97,9 @@ class RpcEndpoint:
         self._writer: ByteWriter | None = None
         self._write_lock = asyncio.Lock()
         self._tasks: set[asyncio.Task[None]] = set()
+        self._ids = itertools.count(1)
+        self._waiting: dict[str, asyncio.Future[Any]] = {}
+        self._closed = False
         self.initialized = False
 
     def route(
@@ -93,6 +115,45 @@ class RpcEndpoint:
         """Send a notification to the peer (no response expected)."""
         payload = params.model_dump(mode="json", by_alias=True) if isinstance(params, BaseModel) else params
         await self._send({"jsonrpc": "2.0", "method": method, "params": payload})
+
+    async def request(self, method: str, params: BaseModel, timeout_s: float) -> Any:
+        """Ask the peer; its `result` (JSON), or PeerError, PeerGone, or TimeoutError."""
+        if self._writer is None or self._closed:
+            raise PeerGone("not connected to the peer")
+        req_id = f"s{next(self._ids)}"
+        answer: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        self._waiting[req_id] = answer
+        try:
+            payload = params.model_dump(mode="json", by_alias=True)
+            await self._send({"jsonrpc": "2.0", "id": req_id, "method": method, "params": payload})
+            return await asyncio.wait_for(answer, timeout_s)
+        finally:
+            self._waiting.pop(req_id, None)
+
+    def _answered(self, raw: dict[str, Any]) -> None:
+        req_id = raw.get("id")
+        answer = self._waiting.get(req_id) if isinstance(req_id, str) else None
+        if answer is None or answer.done():
+            log.warning("ignoring an answer to no request of ours (id %r)", req_id)
+            return
+        error = raw.get("error")
+        if isinstance(error, dict):
+            code = error.get("code")
+            answer.set_exception(
+                PeerError(
+                    code if isinstance(code, int) else -32603,
+                    str(error.get("message") or "error"),
+                    error.get("data"),
+                )
+            )
+        else:
+            answer.set_result(raw.get("result"))
+
+    def _fail_waiting(self) -> None:
+        self._closed = True
+        for answer in self._waiting.values():
+            if not answer.done():
+                answer.set_exception(PeerGone("the peer closed the stream"))
 
     async def serve(self, reader: ByteReader, writer: ByteWriter) -> None:
         """Serve until EOF; requests in flight at EOF are finished before returning."""
@@ -111,6 +172,7 @@ class RpcEndpoint:
                     )
             if not chunk:
                 break
+        self._fail_waiting()
         await self.drain_tasks()
 
     async def drain_tasks(self) -> None:
@@ -134,8 +196,8 @@ class RpcEndpoint:
             return
         raw_id = raw.get("id")
         reply_id = raw_id if isinstance(raw_id, int | str) and not isinstance(raw_id, bool) else None
-        if "result" in raw or "error" in raw:
-            log.warning("ignoring a response from the peer; this endpoint sends no requests")
+        if ("result" in raw or "error" in raw) and "method" not in raw:
+            self._answered(raw)
             return
         try:
             env = _Envelope.model_validate(raw)

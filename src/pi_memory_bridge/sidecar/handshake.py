@@ -27,6 +27,7 @@ class Handshake:
     agent_dir: Path
     cwd: Path
     result: InitializeResult
+    has_ui: bool = False  # an interactive session, where a question may be asked
 
 
 def _major(version: str) -> str:
@@ -61,4 +62,4 @@ def handshake(p: InitializeParams, env: Mapping[str, str]) -> Handshake:
         recall=RecallLimits(deadline_ms=cfg.recall.deadline_ms, enabled=cfg.enabled and cfg.recall.enabled),
         status_text=footer.initial(loaded),
     )
-    return Handshake(loaded, agent_dir, Path(p.cwd), result)
+    return Handshake(loaded, agent_dir, Path(p.cwd), result, has_ui=p.has_ui)

@@ -17,11 +17,23 @@ Requests, shim -> sidecar (all but `initialize` need the handshake first):
   command/run       CommandRunParams      -> CommandStep          a `/tdai-memory-*` command starts
   command/answer    CommandAnswerParams   -> CommandStep          the user answered a dialog step
   status            StatusParams          -> dict                 the full status report (data)
+  learning/trigger  LearningTriggerParams -> LearningTriggerResult  consolidate soon (e.g. Pi is about
+                                                                  to compact); never waits for the job
   shutdown          ShutdownParams        -> ShutdownResult       drain briefly, then exit
+
+Requests, sidecar -> shim (ids are strings, "s1", "s2", ...):
+
+  model/complete    ModelCompleteParams   -> ModelCompleteResult  one completion on the user's model,
+                                                                  outside the session (nothing is added
+                                                                  to the transcript); errors use the
+                                                                  MODEL_* codes below
 
 Notifications, sidecar -> shim:
 
   status/changed    StatusChanged         the short footer text changed (e.g. after background work)
+  notice            Notice                a one-line message for the user (e.g. a consolidation ran)
+  learning/consent  ConsentNeeded         learning was never allowed or refused: the shim, when it
+                                          has a UI, runs the `learning-consent` command (which asks)
 
 A command runs as a small dialog driven by the sidecar: `command/run` returns a `CommandStep`;
 when its `kind` is `confirm`, `select`, `input` or `editor` the shim shows that dialog and sends the answer
@@ -230,3 +242,51 @@ class ShutdownResult(WireModel):
 
 class StatusChanged(WireModel):
     text: str
+
+
+# ---- learning ---------------------------------------------------------------------------------
+
+# JSON-RPC error codes the shim answers `model/complete` with.
+MODEL_NOT_FOUND = -32010  # no model configured, or "provider/id" unknown to Pi
+MODEL_NO_AUTH = -32011  # the model has no configured auth (no key, not logged in)
+MODEL_FAILED = -32012  # the call itself threw (network, provider error)
+MODEL_TIMEOUT = -32013  # no answer within timeoutMs (the call was aborted)
+
+
+class ModelCompleteParams(WireModel):
+    system_prompt: str = Field(max_length=100_000)
+    prompt: str = Field(max_length=400_000)
+    max_tokens: int = Field(ge=1, le=32_000)
+    timeout_ms: int = Field(ge=100, le=600_000)
+    model: str | None = Field(default=None, max_length=300)  # "provider/id"; None: the session's model
+
+
+class ModelUsage(WireModel):
+    input: int = Field(ge=0)
+    output: int = Field(ge=0)
+
+
+class ModelCompleteResult(WireModel):
+    text: str
+    stop_reason: str = Field(max_length=64)
+    usage: ModelUsage
+    model: str = Field(max_length=300)  # "provider/id" that answered
+
+
+class LearningTriggerParams(WireModel):
+    pi_session_id: str = Field(default="", max_length=200)
+    reason: Literal["compact", "idle", "manual"] = "manual"
+
+
+class LearningTriggerResult(WireModel):
+    scheduled: bool
+    detail: str = ""
+
+
+class Notice(WireModel):
+    message: str
+    level: Literal["info", "warning", "error"] = "info"
+
+
+class ConsentNeeded(WireModel):
+    pass

@@ -36,6 +36,8 @@ from pi_memory_bridge.sidecar.protocol import (
     CommandStep,
     InitializeParams,
     InitializeResult,
+    LearningTriggerParams,
+    LearningTriggerResult,
     RecallParams,
     RecallResult,
     SessionParams,
@@ -53,6 +55,7 @@ from pi_memory_bridge.sidecar.protocol import (
 if TYPE_CHECKING:
     from pi_memory_bridge.engine.core import Engine
     from pi_memory_bridge.engine.notifier import Notify
+    from pi_memory_bridge.learning.engine import Peer
 
 log = logging.getLogger(__name__)
 EXIT_WATCHDOG_S = 5.0
@@ -96,6 +99,7 @@ class LazyEngine:
     def __init__(self, env: Mapping[str, str]) -> None:
         self.env = env
         self.notify: Notify | None = None
+        self.peer: Peer | None = None
         self.log_file: Path | None = None
         self._task: asyncio.Task[Engine] | None = None
 
@@ -108,7 +112,14 @@ class LazyEngine:
             # importing the engine costs ~100 ms: do it off the event loop, after the handshake reply
             module = await asyncio.to_thread(importlib.import_module, "pi_memory_bridge.engine.core")
             engine: Engine = await module.Engine.open(
-                hs.loaded, hs.agent_dir, hs.cwd, env=self.env, notify=self.notify, log_file=self.log_file
+                hs.loaded,
+                hs.agent_dir,
+                hs.cwd,
+                env=self.env,
+                notify=self.notify,
+                log_file=self.log_file,
+                peer=self.peer,
+                has_ui=hs.has_ui,
             )
         finally:
             # `cli` starts without collections (start-up allocates a lot and frees little): what
@@ -138,6 +149,7 @@ def build_endpoint(
         await rpc.notify("status/changed", StatusChanged(text=text))
 
     engine.notify = notify_status
+    engine.peer = rpc  # learning asks the shim for completions (model/complete)
 
     @rpc.route("initialize", InitializeParams, before_init=True)
     async def initialize(p: InitializeParams) -> InitializeResult:
@@ -185,6 +197,10 @@ def build_endpoint(
     @rpc.route("status", StatusParams)
     async def status(_p: StatusParams) -> dict[str, Any]:
         return (await (await engine.get()).status_report()).to_dict()
+
+    @rpc.route("learning/trigger", LearningTriggerParams)
+    async def learning_trigger(p: LearningTriggerParams) -> LearningTriggerResult:
+        return await (await engine.get()).learning_trigger(p)
 
     @rpc.route("shutdown", ShutdownParams, before_init=True)
     async def shutdown(_p: ShutdownParams) -> ShutdownResult:

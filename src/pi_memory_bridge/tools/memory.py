@@ -8,6 +8,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from pi_memory_bridge.backends.base import AtomicType, BackendError, Capability, MemoryBackend
 from pi_memory_bridge.recall.boundary import escape_field, escape_label
+from pi_memory_bridge.recall.layers import l1_label
 from pi_memory_bridge.redact import redact_text
 
 TOOL_OPEN = '<recalled_memory trust="untrusted" kind="tool-result">'
@@ -68,7 +69,7 @@ async def memory_search(backend: MemoryBackend, arguments: dict[str, Any]) -> tu
         raise ToolFailure(f"memory search failed: {redact_text(str(exc)).text}") from None
     if not found:
         return "No matching memories found.", {"count": 0}
-    return wrap_untrusted([_line(m.type, m.content) for m in found]), {"count": len(found)}
+    return wrap_untrusted([_line(l1_label(m), m.content) for m in found]), {"count": len(found)}
 
 
 async def conversation_search(

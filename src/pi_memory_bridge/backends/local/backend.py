@@ -150,10 +150,19 @@ class LocalBackend:
         return saved
 
     async def delete_atomic(self, ids: Sequence[str]) -> DeleteReport:
-        return await asyncio.to_thread(self.store.delete_atomic, list(ids))
+        return await asyncio.to_thread(self._delete_atomic, list(ids))
+
+    def _delete_atomic(self, ids: list[str]) -> DeleteReport:
+        # a memory goes with its history: what it superseded or merged is not kept behind, unseen
+        from pi_memory_bridge.backends.local.memories import LearnedMemories
+
+        history = [i for i in LearnedMemories(self.store).history_of(ids) if i not in ids]
+        report = self.store.delete_atomic([*ids, *history])
+        return DeleteReport(report.deleted, tuple(f for f in report.failed if f[0] in ids))
 
     async def edit_atomic(self, memory_id: str, content: str, type: str) -> EditResult:
         return await asyncio.to_thread(self.store.edit_atomic, memory_id, content, type)
+
     async def list_atomic(
         self, limit: int, offset: int = 0, type: str | None = None, ids: Sequence[str] | None = None
     ) -> list[AtomicMemory]:

@@ -32,6 +32,9 @@ SUMMARY_SCAN_BYTES = 16_384
 MAX_SUMMARY_CHARS = 300
 
 _SUMMARY_LINE = re.compile(r"summary\s*:\s*(.*)", re.IGNORECASE)
+# The profile generated from learned memories (learning/notes.py) sits beside the user's own.
+LEARNED_PROFILE = "profile.learned.md"
+_GENERATED_MARK = re.compile(r"^<!-- pi-memory-bridge generated sha256=[0-9a-f]{64} -->\n?", re.MULTILINE)
 
 
 def summarize(text: str) -> str:
@@ -114,6 +117,7 @@ class NoteFiles:
     def __init__(self, root: Path) -> None:
         self.l2_dir = root / "l2"
         self.profile_path = root / "profile.md"
+        self.learned_profile_path = root / LEARNED_PROFILE
         # Recall lists the notes on every prompt; unchanged files are not read again.
         self._summaries: dict[str, _CachedSummary] = {}
         self._lock = threading.Lock()
@@ -201,22 +205,46 @@ class NoteFiles:
     # --- L3 -----------------------------------------------------------------------------------
 
     def read_profile(self) -> Profile | None:
-        """The profile, or None when there is none (no file, or only whitespace in it)."""
+        """The profile, or None when there is none (no file, or only whitespace in it).
+
+        The user's `profile.md` comes first; the one learned from memories follows, marked as
+        such, so that the user's own words win where the two differ."""
+        own = self._read_profile_file(self.profile_path)
+        learned = self._read_profile_file(self.learned_profile_path)
+        if learned is not None:
+            learned = _GENERATED_MARK.sub("", learned).strip()
+        if own is None and not learned:
+            return None
+        if not learned:
+            return Profile(content=own or "", path=str(self.profile_path))
+        note = "(learned from earlier sessions; where it differs from the profile above, that one holds)"
+        content = learned if own is None else f"{own.rstrip()}\n\n{note}\n{learned}"
+        return Profile(
+            content=content, path=str(self.profile_path if own is not None else self.learned_profile_path)
+        )
+
+    @staticmethod
+    def _read_profile_file(path: Path) -> str | None:
         try:
-            data = _read_prefix(self.profile_path, MAX_NOTE_BYTES)
+            data = _read_prefix(path, MAX_NOTE_BYTES)
         except FileNotFoundError:
             return None
         except OSError as exc:
-            raise BackendUnavailable(f"cannot read the profile {self.profile_path}: {exc}") from exc
+            raise BackendUnavailable(f"cannot read the profile {path}: {exc}") from exc
         try:
             content = _decode_prefix(data, MAX_NOTE_BYTES)
         except UnicodeDecodeError as exc:
             raise BackendCorrupt(
-                f"the profile {self.profile_path} is not valid UTF-8 text ({exc.reason} at byte {exc.start})"
+                f"the profile {path} is not valid UTF-8 text ({exc.reason} at byte {exc.start})"
             ) from exc
-        if not content.strip():
-            return None
-        return Profile(content=content, path=str(self.profile_path))
+        return content if content.strip() else None
+
+    def write_generated(self, path: Path, content: str) -> None:
+        """Write a generated file (the learned profile, a learned note) atomically."""
+        try:
+            _write_atomically(path, content)
+        except OSError as exc:
+            raise BackendUnavailable(f"cannot write {path}: {exc}") from exc
 
     def write_profile(self, content: str) -> None:
         try:

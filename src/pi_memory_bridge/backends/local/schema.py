@@ -14,6 +14,7 @@ from datetime import UTC, datetime
 
 from pi_memory_bridge.backends.base import AtomicType, BackendConfigError
 from pi_memory_bridge.backends.local.fts import FtsSpec
+from pi_memory_bridge.backends.local.memory_schema import migration_4
 
 TURNS_INDEX = FtsSpec(
     content_table="turns",
@@ -72,8 +73,17 @@ def _migration_3(conn: sqlite3.Connection) -> None:
     conn.execute("ALTER TABLE atomic ADD COLUMN tags TEXT NOT NULL DEFAULT ''")
 
 
+def _migration_4(conn: sqlite3.Connection) -> None:
+    migration_4(conn, ATOMIC_INDEX)  # L1 history and the consolidation ledger (memory_schema)
+
+
 # Append only: index + 1 is the version a migration brings the schema to.
-MIGRATIONS: tuple[Callable[[sqlite3.Connection], None], ...] = (_migration_1, _migration_2, _migration_3)
+MIGRATIONS: tuple[Callable[[sqlite3.Connection], None], ...] = (
+    _migration_1,
+    _migration_2,
+    _migration_3,
+    _migration_4,
+)
 LATEST_VERSION = len(MIGRATIONS)
 
 

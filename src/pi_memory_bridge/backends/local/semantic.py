@@ -14,7 +14,7 @@ import threading
 from collections import OrderedDict
 from collections.abc import Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -176,8 +176,9 @@ class SemanticIndex:
         if ranked is None:
             return None
         known = {m.id: m for m in keyword}
-        # a type filter applies to the rows read back, so read a few more than needed
-        wanted = [_rowid(r.key) for r in ranked if r.key not in known][: limit * (3 if type else 1)]
+        # the type and "still holds" filters apply to the rows read back (a superseded memory
+        # keeps its vector for undo): read a few more than needed
+        wanted = [_rowid(r.key) for r in ranked if r.key not in known][: limit * 3]
         rows = {_row_key(rowid): m for rowid, m in self._atomic_rows(wanted, type)}
         out: list[AtomicMemory] = []
         for r in ranked:
@@ -268,8 +269,8 @@ class SemanticIndex:
         params: tuple[object, ...] = (*rowids, type) if type is not None else tuple(rowids)
         with self._store.reading("reading atomic memories") as conn:
             rows = conn.execute(
-                "SELECT id, memory_id, type, content, source, created_at, updated_at FROM atomic "
-                f"WHERE id IN ({marks}) {type_filter}",
+                "SELECT id, memory_id, type, content, source, created_at, updated_at, observed_at, origin "
+                f"FROM atomic WHERE id IN ({marks}) AND valid_to IS NULL {type_filter}",
                 params,
             ).fetchall()
         return [
@@ -282,9 +283,11 @@ class SemanticIndex:
                     source=source,
                     created_at=datetime.fromisoformat(created),
                     updated_at=datetime.fromisoformat(updated),
+                    observed_at=datetime.fromisoformat(observed),
+                    origin=origin,
                 ),
             )
-            for rowid, memory_id, kind, text, source, created, updated in rows
+            for rowid, memory_id, kind, text, source, created, updated, observed, origin in rows
         ]
 
     def _turn_rows(self, rowids: Sequence[int]) -> list[tuple[int, ConversationHit]]:
@@ -332,15 +335,7 @@ def _rowid(key: str) -> int:
 
 
 def _with_score(memory: AtomicMemory, score: float) -> AtomicMemory:
-    return AtomicMemory(
-        id=memory.id,
-        type=memory.type,
-        content=memory.content,
-        created_at=memory.created_at,
-        updated_at=memory.updated_at,
-        source=memory.source,
-        score=round(score, 4),
-    )
+    return replace(memory, score=round(score, 4))
 
 
 def _hit_with_score(hit: ConversationHit, score: float) -> ConversationHit:

@@ -32,6 +32,7 @@ from pi_memory_bridge.backends.base import (
     ToolEvidence,
 )
 from pi_memory_bridge.backends.local import fts
+from pi_memory_bridge.backends.local.memory_schema import origin_for_source
 from pi_memory_bridge.backends.local.pool import ConnectionPool
 from pi_memory_bridge.backends.local.schema import ATOMIC_INDEX, TURNS_INDEX, migrate
 from pi_memory_bridge.backends.local.sqlite_errors import translated
@@ -44,7 +45,7 @@ MAX_LIMIT = 200
 _ID_CHUNK = 500  # ids per IN (...) list, well under SQLite's variable limit
 
 _TURN_COLUMNS = "turn_id, memory_session_id, user_text, assistant_text, created_at"
-_ATOMIC_COLUMNS = "memory_id, type, content, source, created_at, updated_at"
+_ATOMIC_COLUMNS = "memory_id, type, content, source, created_at, updated_at, observed_at, origin"
 
 
 def _timestamp(value: datetime) -> str:
@@ -121,8 +122,10 @@ def _checked_atomic(content: str, type: str) -> tuple[AtomicType, str, str, str]
     if not key:
         raise BackendRejected("atomic memory content is empty")
     return kind, text, key, _tokens(text)
+
+
 def _atomic_row(row: Sequence[str]) -> AtomicMemory:
-    memory_id, kind, text, source, created, updated = row
+    memory_id, kind, text, source, created, updated, observed, origin = row
     return AtomicMemory(
         id=memory_id,
         type=kind,
@@ -130,6 +133,8 @@ def _atomic_row(row: Sequence[str]) -> AtomicMemory:
         source=source,
         created_at=datetime.fromisoformat(created),
         updated_at=datetime.fromisoformat(updated),
+        observed_at=datetime.fromisoformat(observed),
+        origin=origin,
     )
 
 
@@ -335,7 +340,9 @@ class SqliteMemoryStore:
             tokens = _tokens(f"{text}\n{tag_text}")
         memory_id = "at-" + hashlib.sha256(key.encode()).hexdigest()[:24]
         with self._writing("saving an atomic memory") as conn:
-            row = conn.execute("SELECT memory_id FROM atomic WHERE content_key = ?", (key,)).fetchone()
+            row = conn.execute(
+                "SELECT memory_id FROM atomic WHERE content_key = ? AND valid_to IS NULL", (key,)
+            ).fetchone()
             if row is not None:
                 return SaveResult(id=str(row[0]), created=False)
             if conn.execute("SELECT 1 FROM atomic WHERE memory_id = ?", (memory_id,)).fetchone():
@@ -344,8 +351,20 @@ class SqliteMemoryStore:
             now = _now()
             conn.execute(
                 "INSERT INTO atomic(memory_id, type, content, content_key, source, created_at, "
-                "updated_at, tokens, tags) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                (memory_id, kind.value, text, key, source, now, now, tokens, tag_text),
+                "updated_at, tokens, tags, origin, observed_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (
+                    memory_id,
+                    kind.value,
+                    text,
+                    key,
+                    source,
+                    now,
+                    now,
+                    tokens,
+                    tag_text,
+                    origin_for_source(source),
+                    now,
+                ),
             )
             fts.add_document_frequencies(conn, ATOMIC_INDEX, [fts.distinct_terms([tokens])])
         return SaveResult(id=memory_id, created=True)
@@ -366,7 +385,8 @@ class SqliteMemoryStore:
             rows = conn.execute(
                 f"SELECT {_ATOMIC_COLUMNS}, atomic_fts.rank FROM atomic_fts "
                 "JOIN atomic ON atomic.id = atomic_fts.rowid "
-                f"WHERE atomic_fts MATCH ? AND atomic_fts.rowid > ? {type_filter} "
+                "WHERE atomic_fts MATCH ? AND atomic_fts.rowid > ? AND atomic.valid_to IS NULL "
+                f"{type_filter} "
                 "ORDER BY atomic_fts.rank LIMIT ?",
                 (*params, limit),
             ).fetchall()
@@ -379,8 +399,10 @@ class SqliteMemoryStore:
                 created_at=datetime.fromisoformat(created),
                 updated_at=datetime.fromisoformat(updated),
                 score=-float(score),
+                observed_at=datetime.fromisoformat(observed),
+                origin=origin,
             )
-            for memory_id, kind_value, text, source, created, updated, score in rows
+            for memory_id, kind_value, text, source, created, updated, observed, origin, score in rows
         ]
 
     def delete_atomic(self, ids: Sequence[str]) -> DeleteReport:
@@ -407,14 +429,17 @@ class SqliteMemoryStore:
                     tokens = _tokens(f"{text}\n{tag_text}")
                 if old_text == text and old_type == kind.value:
                     return EditResult(id=memory_id, changed=False)
+                # only a memory that still holds counts as a twin: superseded history may repeat it
                 twin = conn.execute(
-                    "SELECT memory_id FROM atomic WHERE content_key = ? AND id != ?", (key, rowid)
+                    "SELECT memory_id FROM atomic WHERE content_key = ? AND id != ? AND valid_to IS NULL",
+                    (key, rowid),
                 ).fetchone()
                 if twin is not None:
                     raise BackendRejected(f"another memory ({twin[0]}) already says this")
                 conn.execute(
+                    # edited by hand: the text is now the user's, which consolidation never overwrites
                     "UPDATE atomic SET type = ?, content = ?, content_key = ?, tokens = ?, "
-                    "updated_at = ? WHERE id = ?",
+                    "updated_at = ?, origin = 'user' WHERE id = ?",
                     (kind.value, text, key, tokens, _now(), rowid),
                 )
                 old_terms, new_terms = fts.distinct_terms([old_tokens]), fts.distinct_terms([tokens])
@@ -423,13 +448,14 @@ class SqliteMemoryStore:
                 fts.purge_deleted(conn, ATOMIC_INDEX)
             conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
         return EditResult(id=memory_id, changed=True)
+
     # --- browsing and editing (the memory view, `pi-memory-bridge list|show|edit`) ----------------
 
     def list_atomic(
         self, limit: int, offset: int = 0, type: str | None = None, ids: Sequence[str] | None = None
     ) -> list[AtomicMemory]:
         """L1 memories, most recently changed first (`ids`: only these)."""
-        where: list[str] = []
+        where: list[str] = ["valid_to IS NULL"]  # superseded history is not shown as current
         params: list[str] = []
         if type is not None:
             where.append("type = ?")
@@ -525,7 +551,7 @@ class SqliteMemoryStore:
     def counts(self) -> StoreCounts:
         with self._reading("counting stored memories") as conn:
             turns = conn.execute("SELECT count(*) FROM turns").fetchone()[0]
-            atomic = conn.execute("SELECT count(*) FROM atomic").fetchone()[0]
+            atomic = conn.execute("SELECT count(*) FROM atomic WHERE valid_to IS NULL").fetchone()[0]
         return StoreCounts(turns=int(turns), atomic=int(atomic))
 
     def close(self) -> None:

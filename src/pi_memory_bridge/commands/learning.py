@@ -1,0 +1,162 @@
+"""`/tdai-memory-undo` and `/tdai-memory-learning`: undo a consolidation job, allow or stop learning.
+
+Undo shows what the job did and asks with a choice whose first (default) answer is No; without a
+UI it only shows. `learning` asks the consent question (what is sent where, what it costs) with No
+first, and stores the answer in the global config file.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from pi_memory_bridge.backends.base import BackendError
+from pi_memory_bridge.backends.local.memories import JobSummary, LearnedMemories, StoredOp
+from pi_memory_bridge.commands.flows import Flow, done, step
+from pi_memory_bridge.config import global_config_path
+from pi_memory_bridge.learning.consent import NO, YES, consent_question, store_consent
+from pi_memory_bridge.learning.prompts import clean_text
+from pi_memory_bridge.redact import redact_text
+
+KEEP = "No, keep it"
+UNDO = "Yes, undo this job"
+
+
+def describe_job(job: JobSummary) -> str:
+    when = job.created_at.strftime("%Y-%m-%d %H:%M UTC")
+    if job.state in ("failed", "dropped"):
+        return f"{job.job_id} {job.state} at {when} ({job.reason})"
+    counts = f"+{job.added} added, {job.skipped} skipped, {job.superseded} superseded, {job.merged} merged"
+    if job.proposed:
+        counts += f", {job.proposed} proposed"
+    return f"{job.job_id} {job.state} at {when}: {counts} from {job.turns} turn(s), {job.tokens:,} tokens"
+
+
+def _line(text: str) -> str:
+    return clean_text(text, 200).replace("\n", " ")
+
+
+def describe_ops(ops: list[StoredOp], texts: dict[str, str]) -> list[str]:
+    """What a job did, one line per decision; `texts` holds the memories' current texts by id."""
+    lines: list[str] = []
+    for op in ops:
+        new = texts.get(op.memory_id or "", op.text)
+        old = "; ".join(_line(texts.get(t, "(gone)")) for t in op.targets)
+        if op.op == "add":
+            lines.append(f"  + [{op.kind}] {_line(new)}")
+        elif op.op in ("supersede", "merge"):
+            lines.append(f"  ~ [{op.kind}] {_line(new)}")
+            lines.append(f"      replaced: {old}")
+        elif op.op == "propose":
+            lines.append(f"  ? proposed, not applied: {_line(op.text)}")
+            lines.append(f"      instead of your saved memory: {old}")
+    skipped = sum(1 for op in ops if op.op == "skip")
+    if skipped:
+        lines.append(f"  = {skipped} already known (skipped)")
+    return lines
+
+
+@dataclass(frozen=True, slots=True)
+class UndoDeps:
+    memories: LearnedMemories | None
+    problem: str = ""
+    changed: Callable[[], None] = lambda: None  # after an undo (the generated notes follow)
+
+
+def _preview(memories: LearnedMemories, job: JobSummary) -> str:
+    ops = memories.job_ops(job.job_id)
+    ids = [i for op in ops for i in ((op.memory_id,) if op.memory_id else ()) + op.targets]
+    texts = {k: v.text for k, v in memories.rows(ids).items()}
+    return "\n".join([f"job {describe_job(job)}", *describe_ops(ops, texts)])
+
+
+async def undo_flow(deps: UndoDeps, args: str, *, has_ui: bool) -> Flow:
+    memories = deps.memories
+    if memories is None:
+        yield done(f"nothing to undo: {deps.problem or 'consolidation is not available'}", "warning")
+        return
+    ref = args.strip()
+    try:
+        if ref == "list":
+            jobs = await asyncio.to_thread(memories.jobs, 15)
+            listing = "\n".join(f"  {describe_job(j)}" for j in jobs) or "  (none yet)"
+            yield done(f"consolidation jobs, newest first:\n{listing}")
+            return
+        if ref:
+            job = await asyncio.to_thread(memories.find_job, ref)
+        else:
+            applied = await asyncio.to_thread(memories.jobs, 1, states=("applied",))
+            job = applied[0] if applied else None
+        if job is None:
+            what = f"no single job matches {redact_text(ref).text!r}" if ref else "no applied job to undo"
+            yield done(f"{what} (see /tdai-memory-undo list)", "warning")
+            return
+        if job.state != "applied":
+            yield done(f"job {job.job_id} is {job.state}: there is nothing to undo", "warning")
+            return
+        preview = await asyncio.to_thread(_preview, memories, job)
+    except BackendError as exc:
+        yield done(f"cannot read the jobs: {redact_text(str(exc)).text}", "error")
+        return
+    if not has_ui:
+        yield done(
+            f"{preview}\nnothing was undone (no dialog here: run /tdai-memory-undo interactively)", "warning"
+        )
+        return
+    answer = yield step("select", f"Undo consolidation job {job.job_id}?", preview, [KEEP, UNDO])
+    if answer != UNDO:
+        yield done("nothing was undone")
+        return
+    try:
+        report = await asyncio.to_thread(memories.undo_job, job.job_id)
+    except BackendError as exc:
+        yield done(f"undo refused: {redact_text(str(exc)).text}", "error")
+        return
+    deps.changed()
+    yield done(
+        f"undid job {report.job_id}: {len(report.removed)} learned memory(ies) removed, "
+        f"{len(report.restored)} restored",
+        status_text="memory: job undone",
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class LearningDeps:
+    agent_dir: Path
+    model_label: str
+    every_turns: int
+    daily_budget: int
+    current: bool | None
+    set_consent: Callable[[bool], None]
+    model_configured: bool = False  # learning.model or .endpoint: the shim's session model is not used
+
+
+async def learning_flow(deps: LearningDeps, args: str, *, has_ui: bool) -> Flow:
+    """`on`, `off`, `ask [model]` (the one-time question), or nothing (show the state and ask)."""
+    word, _, rest = args.strip().partition(" ")
+    word = word.lower()
+    model = deps.model_label if deps.model_configured else rest.strip() or deps.model_label
+    if word == "ask" and deps.current is not None:
+        yield done("")  # answered meanwhile (another session, or by hand): never ask twice
+        return
+    if word in ("on", "off"):
+        enabled = word == "on"
+    else:
+        if not has_ui:
+            state = {None: "not allowed yet", True: "on", False: "off"}[deps.current]
+            yield done(f"learning is {state}; /tdai-memory-learning on|off changes it", "info")
+            return
+        question = consent_question(
+            model, deps.every_turns, deps.daily_budget, global_config_path(deps.agent_dir)
+        )
+        answer = yield step("select", "Let Pi learn from your sessions?", question, [NO, YES])
+        enabled = answer == YES
+    problem = await asyncio.to_thread(store_consent, deps.agent_dir, enabled)
+    deps.set_consent(enabled)
+    state = "on: consolidation runs in the background" if enabled else "off: nothing is sent to a model"
+    if problem:
+        yield done(f"learning is {state} for this session only; {problem}", "warning")
+        return
+    yield done(f"learning is {state} (kept in {global_config_path(deps.agent_dir)})")

@@ -47,6 +47,7 @@ def write_config(env: PiEnv, config: dict[str, Any]) -> None:
     path = data_dir(env) / "config.json"
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps({"schemaVersion": 1, **config}, indent=2) + "\n", encoding="utf-8")
+    path.chmod(0o600)  # as a careful user keeps it (and our own writer does): doctor checks this
 
 
 def detached_sidecars(env: PiEnv) -> list[int]:

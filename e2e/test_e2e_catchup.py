@@ -33,7 +33,8 @@ CATCH_UP = pytest.mark.parametrize("catch_up", [True, False], ids=["catch-up", "
 
 
 def _setup(env: PiEnv, catch_up: bool) -> None:
-    use_bridge(env, config={"capture": {"catchUp": catch_up}})
+    # learning off: its one-time consent question is not what these tests are about
+    use_bridge(env, config={"capture": {"catchUp": catch_up}, "learning": {"enabled": False}})
 
 
 def _texts(env: PiEnv) -> Counter[str]:
@@ -173,7 +174,7 @@ def _mount_tmpfs(path: Path, size: str) -> None:
 def _fill(path: Path) -> Path:
     filler = path / "filler"
     block = b"\0" * 65536
-    with filler.open("wb") as f:
+    with filler.open("xb", buffering=0) as f:
         try:
             while True:
                 f.write(block)
@@ -190,13 +191,15 @@ def _fill(path: Path) -> Path:
 @CATCH_UP
 def test_a_full_disk_during_the_turn_is_caught_up_once_space_is_freed(pi_env: PiEnv, catch_up: bool) -> None:
     root = data_dir(pi_env)
-    _mount_tmpfs(root, "24m")  # only our data dir: Pi still writes its session file
+    _mount_tmpfs(root, "128m")  # only our data dir: Pi still writes its session file
     try:
         _setup(pi_env, catch_up)
         rpc = pi_env.start_rpc(extensions=[SHIM], dialogs=ScriptedDialogs())
         warm = f"warm-up before the disk fills {uuid.uuid4().hex[:6]}"
         rpc.prompt_and_settle(warm)
         rpc.wait_until(lambda: _texts(pi_env)[warm] == 1, timeout=30)
+        used = sum(p.stat().st_size for p in root.rglob("*") if p.is_file())
+        assert used < 96 * 1024 * 1024, f"the data dir holds {used} bytes before the disk fills"
         filler = _fill(root)
         turn = f"said while the disk was full {uuid.uuid4().hex[:6]}"
         rpc.prompt_and_settle(turn)
@@ -228,7 +231,7 @@ def test_a_turn_captured_live_and_found_again_by_catch_up_is_stored_once(pi_env:
     rpc.prompt_and_settle(turn)
     rpc.wait_until(lambda: _texts(pi_env)[turn] == 1, timeout=30)
     assert rpc.close() == 0
-    write_config(pi_env, {"capture": {"catchUp": True}})
+    write_config(pi_env, {"capture": {"catchUp": True}, "learning": {"enabled": False}})
     rpc = _next_session(pi_env)
     report = _status(rpc)
     assert rpc.close() == 0

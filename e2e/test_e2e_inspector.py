@@ -318,11 +318,7 @@ def _lived_in_store(agent_dir: Path) -> tuple[str, str]:
     worker.start()
     worker.join()
     old, new = done[0]
-    with sqlite3.connect(data / "memory.sqlite3") as conn:  # the learning step's schema v3, by name
-        for column in ("origin TEXT", "source_turn_ids TEXT", "observed_at TEXT", "valid_to TEXT"):
-            conn.execute(f"ALTER TABLE atomic ADD COLUMN {column}")
-        for column in ("superseded_by TEXT", "project TEXT", "job_id TEXT"):
-            conn.execute(f"ALTER TABLE atomic ADD COLUMN {column}")
+    with sqlite3.connect(data / "memory.sqlite3") as conn:  # the real schema has the learning columns
         conn.execute("UPDATE atomic SET origin = 'user', observed_at = created_at")
         conn.execute(
             "UPDATE atomic SET valid_to = ?, superseded_by = ?, project = 'orders', origin = 'learned' "

@@ -7,6 +7,7 @@ ends (a Pi session's sidecar delivers whatever is left, e.g. when the store is b
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import sys
 from collections.abc import Callable, Sequence
@@ -114,4 +115,17 @@ def import_sessions(since: str | None, session: str | None, yes: bool, ask: Ask 
         )
         return 2
     # never ask without a terminal to answer in: a script must say --yes
-    return asyncio.run(_run(request, ask, interactive=sys.stdin.isatty()))
+    try:
+        return asyncio.run(_run(request, ask, interactive=sys.stdin.isatty()))
+    except KeyboardInterrupt:
+        _stop_import()
+        raise
+
+
+def _stop_import() -> None:
+    """Ctrl-C stops the import for good: no sidecar continues it (running it again adds the rest)."""
+    with contextlib.suppress(StateError), CatchUpState.open(data_dir(default_agent_dir(os.environ))) as state:
+        job = state.unfinished_import()
+        if job is not None:
+            state.finish_import(job.id)
+            print(f"import stopped: {job.queued} turn(s) added; run it again for the rest", file=sys.stderr)

@@ -330,13 +330,9 @@ def _lived_in_store(agent_dir: Path) -> tuple[str, str]:
             "job_id = 'job-7f3a' WHERE memory_id = ?",
             ('["t-move"]', new),
         )
-        conn.execute(
-            "CREATE TABLE learning_jobs (job_id TEXT PRIMARY KEY, created_at TEXT NOT NULL, state TEXT, "
-            "reason TEXT, model TEXT, turns INT, added INT, skipped INT, superseded INT, merged INT, "
-            "proposed INT, undone_at TEXT) WITHOUT ROWID"
-        )
-        conn.execute(
-            "INSERT INTO learning_jobs VALUES "
+        conn.execute(  # the real learning_jobs table, as a job would have left it
+            "INSERT INTO learning_jobs(job_id, created_at, state, reason, model, turns, added, skipped, "
+            "superseded, merged, proposed, undone_at) VALUES "
             "('job-7f3a', ?, 'applied', '', 'fake/model', 4, 1, 2, 1, 0, 0, NULL)",
             (t0.isoformat(),),
         )

@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import subprocess
 import sys
-import time
 
 from pi_memory_bridge.sidecar.serve import _EofWatch
 
@@ -35,8 +34,6 @@ def test_the_watchdog_ends_a_stuck_process() -> None:
         "w = _ExitWatchdog(0.3); w.arm(); w.arm()\n"
         "while True: time.sleep(1)  # stuck\n"
     )
-    started = time.monotonic()
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, timeout=20, check=False)
-    took = time.monotonic() - started
+    # a watchdog that never fires leaves the process stuck: the run's timeout is the hang guard
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, timeout=10, check=False)
     assert proc.returncode == 0, proc.stderr
-    assert took < 10, f"took {took:.1f} s"

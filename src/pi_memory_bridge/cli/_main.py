@@ -53,6 +53,12 @@ def _parser() -> argparse.ArgumentParser:
     learning.add_argument("--max-jobs", type=int, default=50)
     undo = sub.add_parser("undo", help="undo a consolidation job as a whole (default: the last one)")
     undo.add_argument("job", nargs="?", default="", help="a job id (or part of it), or 'list'")
+    review = sub.add_parser(
+        "proposals", help="review what learning would change in memories you saved by hand"
+    )
+    review.add_argument("action", nargs="*", default=[], help="list | accept N | dismiss N")
+    review.add_argument("--json", action="store_true", help="list: print JSON")
+    review.add_argument("--yes", action="store_true", help="accept/dismiss: do not ask")
     return parser
 
 
@@ -142,6 +148,10 @@ def _run(argv: list[str] | None) -> int:
             if args.command == "consolidate"
             else learning_cli.undo(args.job)
         )
+    if args.command == "proposals":
+        from pi_memory_bridge.cli.review_cmds import proposals
+
+        return proposals(args.action, as_json=args.json, yes=args.yes)
     if args.command == "outbox":
         from pi_memory_bridge.cli.terminal import outbox
 

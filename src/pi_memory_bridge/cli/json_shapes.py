@@ -64,10 +64,33 @@ class StatusOut(_Out):
     learning: str  # consolidation: on/off and why, its model, last jobs, tokens against the budget
 
 
+class TargetOut(_Out):
+    id: str
+    kind: str
+    text: str
+
+
+class ProposalOut(_Out):
+    id: int  # what `proposals accept N` / `dismiss N` take
+    job: str  # the learning job that proposed it
+    proposed_at: str
+    kind: str
+    text: str  # the proposed replacement
+    replaces: list[TargetOut]  # the memories you saved by hand that it would replace
+    why: str
+
+
+class ProposalsOut(_Out):
+    """`proposals --json`: the pending proposals, newest first."""
+
+    proposals: list[ProposalOut]
+
+
 SHAPES: dict[str, type[BaseModel]] = {
     "list": ListOut,
     "show": ShowOut,
     "search": SearchOut,
     "status": StatusOut,
     "export": ExportFile,
+    "proposals": ProposalsOut,
 }

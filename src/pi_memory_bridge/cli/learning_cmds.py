@@ -28,7 +28,7 @@ from pi_memory_bridge.redact import redact_text
 Ask = Callable[[str], str]
 
 
-def _open_local() -> tuple[LocalBackend | None, str]:
+def open_local() -> tuple[LocalBackend | None, str]:
     agent_dir = default_agent_dir(os.environ)
     loaded = load_config(agent_dir=agent_dir, cwd=Path.cwd(), project_trusted=False, env=os.environ)
     if loaded.config.backend != "local":
@@ -56,7 +56,7 @@ async def _consolidate(max_jobs: int) -> int:
             file=sys.stderr,
         )
         return 2
-    backend, problem = await asyncio.to_thread(_open_local)
+    backend, problem = await asyncio.to_thread(open_local)
     if backend is None:
         print(problem, file=sys.stderr)
         return 1
@@ -91,7 +91,7 @@ def consolidate(max_jobs: int = 50) -> int:
 async def _undo(args: str, ask: Ask) -> int:
     from pi_memory_bridge.cli.terminal import run_flow
 
-    backend, problem = await asyncio.to_thread(_open_local)
+    backend, problem = await asyncio.to_thread(open_local)
     try:
         memories = LearnedMemories(backend.store) if backend is not None else None
         step = await run_flow(undo_flow(UndoDeps(memories, problem), args, has_ui=True), ask)

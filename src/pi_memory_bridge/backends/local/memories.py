@@ -242,6 +242,89 @@ def _chunks(items: Sequence[str]) -> Iterable[Sequence[str]]:
         yield items[start : start + _CHUNK]
 
 
+def rows_in(conn: sqlite3.Connection, memory_ids: Iterable[str]) -> dict[str, MemoryRow]:
+    """The memories with these ids, active or not, by id."""
+    ids = list(dict.fromkeys(memory_ids))
+    found: dict[str, MemoryRow] = {}
+    for chunk in _chunks(ids):
+        marks = ",".join("?" * len(chunk))
+        sql = f"SELECT {_ROW_COLUMNS} FROM atomic WHERE memory_id IN ({marks})"
+        for values in conn.execute(sql, tuple(chunk)):
+            row = _row(values)
+            found[row.memory_id] = row
+    return found
+
+
+def insert_memory(
+    conn: sqlite3.Connection,
+    *,
+    kind: str,
+    text: str,
+    source: str,
+    origin: str,
+    now: str,
+    observed: str,
+    source_turn_ids: Sequence[str],
+    project: str | None,
+    job_id: str,
+) -> tuple[str, str]:
+    """Write one new active L1 memory of a job (inside the caller's transaction).
+
+    Returns its id and the token stream it was indexed with (the caller counts document
+    frequencies once per job)."""
+    memory_id = "at-" + secrets.token_hex(12)
+    tokens = _tokens(text)
+    conn.execute(
+        "INSERT INTO atomic(memory_id, type, content, content_key, source, created_at, "
+        "updated_at, tokens, origin, source_turn_ids, observed_at, project, job_id) "
+        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        (
+            memory_id,
+            kind,
+            text,
+            content_key(text),
+            source,
+            now,
+            now,
+            tokens,
+            origin,
+            json.dumps(list(source_turn_ids)),
+            observed,
+            project,
+            job_id,
+        ),
+    )
+    return memory_id, tokens
+
+
+def insert_job(conn: sqlite3.Connection, s: JobSummary) -> None:
+    """Record a job (inside the caller's transaction), keeping only the newest finished ones."""
+    conn.execute(
+        f"INSERT INTO learning_jobs({_JOB_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        (
+            s.job_id,
+            _ts(s.created_at),
+            s.state,
+            s.reason,
+            s.model,
+            s.input_tokens,
+            s.output_tokens,
+            s.turns,
+            s.added,
+            s.skipped,
+            s.superseded,
+            s.merged,
+            s.proposed,
+            _ts(s.undone_at) if s.undone_at else None,
+        ),
+    )
+    conn.execute(
+        "DELETE FROM learning_jobs WHERE state != 'applied' AND job_id NOT IN "
+        "(SELECT job_id FROM learning_jobs WHERE state != 'applied' ORDER BY created_at DESC LIMIT ?)",
+        (KEEP_FINISHED_JOBS,),
+    )
+
+
 class LearnedMemories:
     """Learning's view of the local store (synchronous; call from a thread in async code)."""
 
@@ -314,20 +397,7 @@ class LearnedMemories:
 
     def rows(self, memory_ids: Sequence[str]) -> dict[str, MemoryRow]:
         with self._store.connection("reading memories") as conn:
-            return self._rows(conn, memory_ids)
-
-    @staticmethod
-    def _rows(conn: sqlite3.Connection, memory_ids: Iterable[str]) -> dict[str, MemoryRow]:
-        ids = list(dict.fromkeys(memory_ids))
-        found: dict[str, MemoryRow] = {}
-        for chunk in _chunks(ids):
-            marks = ",".join("?" * len(chunk))
-            for values in conn.execute(
-                f"SELECT {_ROW_COLUMNS} FROM atomic WHERE memory_id IN ({marks})", tuple(chunk)
-            ):
-                row = _row(values)
-                found[row.memory_id] = row
-        return found
+            return rows_in(conn, memory_ids)
 
     def active_by_keys(self, keys: Sequence[str]) -> dict[str, MemoryRow]:
         """Active memories whose duplicate key (`content_key`) is one of `keys`."""
@@ -418,7 +488,7 @@ class LearnedMemories:
                 # another Pi process consolidated the same turns meanwhile: one job per turn
                 raise JobConflict(f"{len(taken)} of the job's turns were consolidated meanwhile")
             targets = {t for op in record.ops if op.op in ("supersede", "merge") for t in op.targets}
-            current = self._rows(conn, targets)
+            current = rows_in(conn, targets)
             for target in targets:
                 row = current.get(target)
                 if row is None or not row.active:
@@ -455,7 +525,7 @@ class LearnedMemories:
                 merged=counts["merge"],
                 proposed=counts["propose"],
             )
-            self._insert_job(conn, summary)
+            insert_job(conn, summary)
             conn.executemany(
                 "INSERT INTO learning_ops(job_id, op, memory_id, targets, kind, text, why) "
                 "VALUES (?, ?, ?, ?, ?, ?, ?)",
@@ -512,27 +582,18 @@ class LearnedMemories:
                 if overlap:
                     raise JobConflict(f"two decisions replace the same memory ({', '.join(sorted(overlap))})")
                 claimed.update(op.targets)
-                memory_id = "at-" + secrets.token_hex(12)
-                tokens = _tokens(op.text)
                 observed = op.observed_at or datetime.fromisoformat(now)
-                conn.execute(
-                    "INSERT INTO atomic(memory_id, type, content, content_key, source, created_at, "
-                    "updated_at, tokens, origin, source_turn_ids, observed_at, project, job_id) "
-                    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, 'learned', ?, ?, ?, ?)",
-                    (
-                        memory_id,
-                        op.kind,
-                        op.text,
-                        key,
-                        LEARNED_SOURCE,
-                        now,
-                        now,
-                        tokens,
-                        json.dumps(list(op.source_turn_ids)),
-                        _ts(observed),
-                        op.project,
-                        job_id,
-                    ),
+                memory_id, tokens = insert_memory(
+                    conn,
+                    kind=op.kind,
+                    text=op.text,
+                    source=LEARNED_SOURCE,
+                    origin="learned",
+                    now=now,
+                    observed=_ts(observed),
+                    source_turn_ids=op.source_turn_ids,
+                    project=op.project,
+                    job_id=job_id,
                 )
                 written_keys.add(key)
                 for target in op.targets if op.op != "add" else ():
@@ -561,33 +622,6 @@ class LearnedMemories:
             ((turn_id, session, job_id, state) for turn_id, session in turns),
         )
         conn.executemany("DELETE FROM learning_failures WHERE turn_id = ?", ((t,) for t, _ in turns))
-
-    @staticmethod
-    def _insert_job(conn: sqlite3.Connection, s: JobSummary) -> None:
-        conn.execute(
-            f"INSERT INTO learning_jobs({_JOB_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            (
-                s.job_id,
-                _ts(s.created_at),
-                s.state,
-                s.reason,
-                s.model,
-                s.input_tokens,
-                s.output_tokens,
-                s.turns,
-                s.added,
-                s.skipped,
-                s.superseded,
-                s.merged,
-                s.proposed,
-                _ts(s.undone_at) if s.undone_at else None,
-            ),
-        )
-        conn.execute(
-            "DELETE FROM learning_jobs WHERE state != 'applied' AND job_id NOT IN "
-            "(SELECT job_id FROM learning_jobs WHERE state != 'applied' ORDER BY created_at DESC LIMIT ?)",
-            (KEEP_FINISHED_JOBS,),
-        )
 
     def record_failure(
         self,
@@ -635,7 +669,7 @@ class LearnedMemories:
                 merged=0,
                 proposed=0,
             )
-            self._insert_job(conn, summary)
+            insert_job(conn, summary)
         return summary
 
     # --- usage ---------------------------------------------------------------------------------
@@ -733,10 +767,10 @@ class LearnedMemories:
             ).fetchall()
             created = [str(mid) for mid, _ in ops]
             replaced = [str(t) for _, targets in ops for t in json.loads(str(targets))]
-            rows = self._rows(conn, created)
+            rows = rows_in(conn, created)
             later = sorted({r.superseded_by for r in rows.values() if r.superseded_by is not None})
             if later:
-                jobs = self._rows(conn, later)
+                jobs = rows_in(conn, later)
                 names = sorted({j.job_id or "a later change" for j in jobs.values()})
                 raise BackendRejected(
                     f"job {job_id} cannot be undone while {', '.join(names)} builds on it: undo that first"

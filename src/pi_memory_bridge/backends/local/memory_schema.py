@@ -21,6 +21,8 @@ Learning tables:
     learning_failures  failed attempts per turn, so a batch that keeps failing is dropped
     learning_sessions  the project (git root or cwd) each memory session ran in
     learning_usage     tokens spent per UTC day, against the daily budget
+
+Version 5 adds `learning_reviews`: the user's answer to each proposal (`proposals.py`).
 """
 
 from __future__ import annotations
@@ -136,3 +138,15 @@ def migration_4(conn: sqlite3.Connection, atomic_index: FtsSpec) -> None:
     ]
     for statement in statements:
         conn.execute(statement)
+
+
+def migration_5(conn: sqlite3.Connection) -> None:
+    """Schema version 5: the user's answer to each proposal (one row per answered proposal)."""
+    conn.execute(
+        """CREATE TABLE learning_reviews (
+            op_id INTEGER PRIMARY KEY REFERENCES learning_ops(id) ON DELETE CASCADE,
+            decision TEXT NOT NULL CHECK (decision IN ('accepted', 'dismissed')),
+            decided_at TEXT NOT NULL,
+            job_id TEXT
+        )"""
+    )

@@ -1,0 +1,116 @@
+"""Reviewing learning's proposals about hand-saved memories, on a real local store: accept replaces
+the saved memory as the user's own decision (and undo reverses it), dismiss keeps it, and a
+proposal is answered once."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+
+from learning_helpers import ScriptedModel, active_texts, decide, extract, run, turn
+from pi_memory_bridge.backends.base import BackendRejected
+from pi_memory_bridge.backends.local import LocalBackend
+from pi_memory_bridge.backends.local.memories import LearnedMemories
+from pi_memory_bridge.backends.local.proposals import ProposalReview
+
+OLD = "The project uses MySQL."
+NEW = "The project moved from MySQL to PostgreSQL."
+
+
+@pytest.fixture
+async def backend(tmp_path: Path) -> AsyncIterator[LocalBackend]:
+    store = LocalBackend(tmp_path / "memory-bridge")
+    yield store
+    await store.close()
+
+
+async def _proposed(backend: LocalBackend) -> str:
+    await backend.save_atomic(OLD, "fact", "user")  # saved by hand: learning may only propose
+    await backend.add_turns([turn(1, "We moved to PostgreSQL.")])
+    model = ScriptedModel(
+        extract(("decision", NEW, ["t1"])),
+        decide({"new": "n1", "action": "supersede", "targets": ["m1"]}),
+    )
+    outcome = await run(backend, model)
+    assert outcome.summary is not None and outcome.summary.proposed == 1
+    return outcome.summary.job_id
+
+
+async def test_a_proposal_is_pending_with_the_memory_it_would_replace(backend: LocalBackend) -> None:
+    job_id = await _proposed(backend)
+    [proposal] = ProposalReview(backend.store).pending()
+    assert proposal.job_id == job_id and proposal.text == NEW and proposal.kind == "decision"
+    assert [t.text for t in proposal.targets] == [OLD]
+    assert [t.origin for t in proposal.targets] == ["user"]
+    assert ProposalReview(backend.store).find(str(proposal.proposal_id)) == proposal
+    assert ProposalReview(backend.store).find(f"#{proposal.proposal_id}") == proposal
+    assert ProposalReview(backend.store).find("nonsense") is None
+
+
+async def test_accepting_replaces_the_saved_memory_as_the_users_own_and_undo_restores_it(
+    backend: LocalBackend,
+) -> None:
+    await _proposed(backend)
+    review = ProposalReview(backend.store)
+    [proposal] = review.pending()
+    report = review.accept(proposal.proposal_id)
+    assert active_texts(backend) == [NEW]
+    memories = LearnedMemories(backend.store)
+    rows = memories.rows([report.memory_id, *report.replaced])
+    assert rows[report.memory_id].origin == "user"  # learning will not replace it either
+    old = rows[report.replaced[0]]
+    assert old.superseded_by == report.memory_id and old.valid_to is not None
+    assert review.pending() == []
+    found = await backend.search_atomic("PostgreSQL", 5)
+    assert [m.content for m in found] == [NEW]
+    # the change is a job of its own: undo puts the saved memory back
+    [job] = memories.jobs(1)
+    assert job.job_id == report.job_id and job.superseded == 1 and job.tokens == 0
+    undone = memories.undo_job(report.job_id)
+    assert undone.removed == (report.memory_id,) and undone.restored == report.replaced
+    assert active_texts(backend) == [OLD]
+    assert review.pending() == []  # answered once: not offered again after the undo
+
+
+async def test_dismissing_keeps_the_saved_memory_and_answers_once(backend: LocalBackend) -> None:
+    await _proposed(backend)
+    review = ProposalReview(backend.store)
+    [proposal] = review.pending()
+    assert review.dismiss(proposal.proposal_id) == proposal
+    assert active_texts(backend) == [OLD]
+    assert review.pending() == []
+    with pytest.raises(BackendRejected, match="no pending proposal"):
+        review.dismiss(proposal.proposal_id)
+    with pytest.raises(BackendRejected, match="no pending proposal"):
+        review.accept(proposal.proposal_id)
+    assert active_texts(backend) == [OLD]
+
+
+async def test_a_proposal_about_a_memory_changed_since_is_no_longer_pending(backend: LocalBackend) -> None:
+    await _proposed(backend)
+    review = ProposalReview(backend.store)
+    [proposal] = review.pending()
+    await backend.edit_atomic(proposal.targets[0].memory_id, "The project uses MariaDB.", "fact")
+    assert review.pending() == []
+    with pytest.raises(BackendRejected, match="changed since"):
+        review.accept(proposal.proposal_id)
+    assert active_texts(backend) == ["The project uses MariaDB."]
+
+
+async def test_a_proposal_of_an_undone_job_is_not_pending(backend: LocalBackend) -> None:
+    job_id = await _proposed(backend)
+    LearnedMemories(backend.store).undo_job(job_id)
+    assert ProposalReview(backend.store).pending() == []
+
+
+async def test_accept_refuses_when_an_equal_memory_is_already_stored(backend: LocalBackend) -> None:
+    await _proposed(backend)
+    review = ProposalReview(backend.store)
+    [proposal] = review.pending()
+    await backend.save_atomic(NEW, "decision", "user")
+    with pytest.raises(BackendRejected, match="equal memory"):
+        review.accept(proposal.proposal_id)
+    assert sorted(active_texts(backend)) == sorted([OLD, NEW])
+    assert [p.proposal_id for p in review.pending()] == [proposal.proposal_id]  # still to answer

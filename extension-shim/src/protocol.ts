@@ -65,3 +65,20 @@ export interface CommandStep {
 	level: "info" | "warning" | "error";
 	statusText?: string | null;
 }
+
+/** One `tdai_*` tool as the sidecar defines it (src/generated/tables.ts holds every row). */
+export interface ToolRow {
+	name: string;
+	label: string;
+	description: string;
+	promptSnippet: string;
+	/** JSON Schema of the arguments, the same the sidecar validates with. */
+	parameters: Record<string, unknown>;
+}
+
+/** One `/tdai-memory*` command: the Pi name, the name `command/run` carries, the description. */
+export interface CommandRow {
+	name: string;
+	command: string;
+	description: string;
+}

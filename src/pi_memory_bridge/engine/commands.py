@@ -1,4 +1,4 @@
-"""The `/tdai-memory-*` command table and the flows behind each command, wired to the engine."""
+"""The flow behind each row of `commands.table`, wired to the engine."""
 
 from __future__ import annotations
 
@@ -32,6 +32,11 @@ class Commands:
             "setup": self._setup_flow,
             "sync-skills": self._sync_skills_flow,
         }
+
+    @property
+    def names(self) -> frozenset[str]:
+        """The commands this engine runs (`commands.table` lists the same, for the shim)."""
+        return frozenset(self._table)
 
     async def run(self, p: CommandRunParams) -> CommandStep:
         make = self._table.get(p.name)

@@ -64,7 +64,7 @@ class Engine:
         self._capture = Capture(loaded, self.slot, self.sessions, skill_capture)
         self._tools = Tools(loaded, self.slot)
         self._status = Status(loaded, self.slot, self.sessions, self._recall, self._capture.stats, log_file)
-        self._commands = Commands(self.slot, self._status, cwd=cwd, env=env)
+        self.commands = Commands(self.slot, self._status, cwd=cwd, env=env)
 
     @classmethod
     async def open(
@@ -104,10 +104,10 @@ class Engine:
         return await self._tools.call(p)
 
     async def command_run(self, p: CommandRunParams) -> CommandStep:
-        return await self._commands.run(p)
+        return await self.commands.run(p)
 
     async def command_answer(self, p: CommandAnswerParams) -> CommandStep:
-        return await self._commands.answer(p)
+        return await self.commands.answer(p)
 
     async def status_report(self, pi_session_id: str = "") -> StatusReport:
         return await self._status.report(pi_session_id)

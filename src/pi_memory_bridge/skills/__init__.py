@@ -25,7 +25,14 @@ from pi_memory_bridge.skills._source import (
     list_all_skills,
 )
 from pi_memory_bridge.skills._sync import Action, install, plan_sync
-from pi_memory_bridge.skills._tools import SKILL_READ_TOOL, SKILL_SEARCH_TOOL, skill_read, skill_search
+from pi_memory_bridge.skills._tools import (
+    SKILL_READ_TOOL,
+    SKILL_SEARCH_TOOL,
+    SkillReadArgs,
+    SkillSearchArgs,
+    skill_read,
+    skill_search,
+)
 
 __all__ = [
     "SKILL_READ_TOOL",
@@ -43,6 +50,8 @@ __all__ = [
     "SkillBundleError",
     "SkillCaptureApi",
     "SkillCaptureLedger",
+    "SkillReadArgs",
+    "SkillSearchArgs",
     "SkillSource",
     "SyncDeps",
     "fetch_bundle",

@@ -26,13 +26,21 @@ class ToolArgs(BaseModel):
 
 
 class SearchArgs(ToolArgs):
-    query: str = Field(min_length=1, max_length=2000)
-    limit: int = Field(default=5, ge=1, le=20)
+    query: str = Field(
+        min_length=1, max_length=2000, description="What to look for (keywords or a short question)."
+    )
+    limit: int = Field(default=5, ge=1, le=20, description="How many results (default 5).")
 
 
 class SaveArgs(ToolArgs):
-    content: str = Field(min_length=3, max_length=2000)
-    type: AtomicType = AtomicType.PREFERENCE
+    content: str = Field(
+        min_length=3,
+        max_length=2000,
+        description="One self-contained statement, e.g. 'Prefers Go for backend services'.",
+    )
+    type: AtomicType = Field(
+        default=AtomicType.PREFERENCE, description="Kind of memory (default preference)."
+    )
 
 
 def parse_args(model: type[ToolArgs], arguments: dict[str, Any]) -> Any:

@@ -52,7 +52,7 @@ def test_forget_preview_no_then_choose_some(pi_env: PiEnv, fake_model: FakeModel
     remaining = _billing_rows(pi_env)
     assert len(remaining) == 1
     assert remaining[0][:40] in kept_preview  # exactly the one we kept is still there
-    assert rpc.ui.status("tdai-memory") == "memory: forgotten"
+    assert rpc.ui.status("tdai-memory") == "memory: ready"
     assert rpc.close() == 0
 
 

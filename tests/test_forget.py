@@ -72,7 +72,7 @@ async def test_choosing_some_deletes_exactly_those_and_reports_them() -> None:
     assert [m.content for m in b.atomic] == [f"deploy token is {SECRET}"]
     assert b.turns == []
     assert report.count("deleted ") == 2 and "FAILED" not in report
-    assert steps[-1].status_text == "memory: forgotten"
+    assert steps[-1].level == "info" and not steps[-1].reload
 
 
 async def test_outbox_records_are_found_and_removed() -> None:

@@ -21,6 +21,7 @@ LAYERS: dict[str, int] = {
     "_version": FOUNDATION,
     "textsearch": FOUNDATION,
     "sqlite_faults": FOUNDATION,
+    "footer": FOUNDATION,  # the footer's states and their text: named by flows, sent on the wire
     "redact": FOUNDATION,
     "config": FOUNDATION,
     "rpc": FOUNDATION,  # generic JSON-RPC 2.0 transport: knows nothing of memory

@@ -174,7 +174,7 @@ async def test_pick_existing_team_and_private_agent_writes_a_private_secret_free
     assert [s.kind for s in steps] == ["input", "input", "input", "select", "input", "select", "select",
                                        "confirm", "done"]  # fmt: skip
     final = steps[-1]
-    assert final.level == "info" and final.status_text == "memory: configured"
+    assert final.level == "info" and final.reload is True
     assert str(w.config_path) in final.message
     assert stat.S_IMODE(os.stat(w.config_path).st_mode) == 0o600
     text = w.config_path.read_text()
@@ -213,7 +213,7 @@ async def test_create_team_and_private_agent_with_the_user_key_as_bearer(tmp_pat
         answers: list[Answer] = [w.url, "", str(w.keys / "user-key"), GATEWAY_NONE, CREATE_TEAM, "Pi team",
                                  CREATE_AGENT, "", True]  # fmt: skip
         steps = await drive(w.deps, answers)
-        assert steps[-1].status_text == "memory: configured", steps[-1].message
+        assert steps[-1].reload is True, steps[-1].message
         assert "was created" in steps[-1].message
         created_team = next(r for name, r in w.state.requests if name == "create_team")
         assert created_team == {"name": "Pi team", "owner_user_id": "usr-fake"}
@@ -245,7 +245,7 @@ async def test_a_key_file_others_can_read_is_used_with_a_warning(w: World) -> No
     (w.keys / "user-key").chmod(0o644)
     steps = await drive(w.deps, happy_answers(w))
     assert "Warning:" in steps[-2].message and "chmod 600" in steps[-2].message
-    assert steps[-1].status_text == "memory: configured"
+    assert steps[-1].reload is True
 
 
 # ---- refusals -----------------------------------------------------------------------------
@@ -255,7 +255,7 @@ async def test_a_wrong_gateway_key_is_a_clear_401_and_nothing_is_written(w: Worl
     write_key(w.keys / "gateway-key", "not-the-gateway-key")
     steps = await drive(w.deps, happy_answers(w)[:5])
     final = steps[-1]
-    assert final.level == "error" and final.status_text == "memory: setup incomplete"
+    assert final.level == "error" and final.reload is False
     assert "Could not verify your identity" in final.message and "401" in final.message
     assert "gateway API key" in final.message and "Nothing was written" in final.message
     assert "not-the-gateway-key" not in final.message
@@ -417,7 +417,7 @@ async def test_the_users_other_settings_are_kept(w: World) -> None:
         "memorycore": {"endpoint": "https://old.example.com", "teamId": "old", "timeoutMs": 4000},
     })  # fmt: skip
     steps = await drive(w.deps, happy_answers(w))
-    assert steps[-1].status_text == "memory: configured"
+    assert steps[-1].reload is True
     preview = steps[-2].message
     assert '-    "endpoint": "https://old.example.com"' in preview and "other settings" in preview
     data = json.loads(w.config_path.read_text())

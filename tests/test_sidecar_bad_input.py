@@ -85,7 +85,8 @@ async def test_corrupt_database_file(agent_dir: Path) -> None:
     assert any("corrupt" in p.what.lower() or "damaged" in p.what.lower() for p in report.problems), (
         report.problems
     )
-    assert sidecar.footer() == "memory: local unavailable"
+    state = sidecar.footer()
+    assert state.kind == "unavailable" and state.text.startswith("memory: unavailable (local store: ")
 
 
 _HOLDER = """

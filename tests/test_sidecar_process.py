@@ -39,9 +39,10 @@ def test_handshake_reports_version_and_config(sidecar: SidecarProcess, tmp_path:
     assert res["protocolVersion"] == "1.0"
     assert res["serverVersion"]
     assert res["config"]["backend"] == "local" and res["config"]["ok"]
-    assert res["statusText"] == "memory: starting"  # answered from config; the engine starts after
+    # answered from config; the engine starts after
+    assert res["footer"] == {"state": "starting", "count": None, "reason": None, "text": "memory: starting"}
     deadline = time.monotonic() + 10
-    while not any(n["params"]["text"] == "memory: ready" for n in sidecar.notifications):
+    while not any(n["params"]["footer"]["state"] == "ready" for n in sidecar.notifications):
         assert time.monotonic() < deadline, sidecar.notifications
         time.sleep(0.02)
 

@@ -159,7 +159,7 @@ async def test_choose_one_by_one(client: FakeSkillClient, tmp_path: Path) -> Non
         sync_skills_flow(deps(client, tmp_path), "", has_ui=True), [CHOOSE, False, True, True]
     )
     assert sorted(os.listdir(tmp_path / "skills")) == ["sql-review"]
-    assert last.level == "info" and last.status_text == "memory: skills synced"
+    assert last.level == "info" and last.reload is True
 
 
 async def test_full_sync_writes_valid_pi_skills_with_records(client: FakeSkillClient, tmp_path: Path) -> None:

@@ -72,4 +72,4 @@ def test_render_lists_each_problem_with_its_fix() -> None:
     )  # fmt: skip
     text = render_status(report)
     assert "needs attention" in text and "  - what broke\n    fix: how to fix it" in text
-    assert report.footer() == "memory: 1 problem(s)"
+    assert not report.healthy

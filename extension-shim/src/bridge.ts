@@ -6,12 +6,14 @@ import type { ExtensionAPI, ExtensionCommandContext, ExtensionContext } from "@e
 import { getAgentDir, VERSION } from "@earendil-works/pi-coding-agent";
 import { appendFileSync } from "node:fs";
 import { liveUserTimestamps, projectEntries } from "./entries.ts";
+import { footerOf, STARTING, unavailable } from "./footer.ts";
 import { COMMANDS, TOOLS } from "./generated/tables.ts";
 import {
 	CLIENT_NAME,
 	CLIENT_VERSION,
 	PROTOCOL_VERSION,
 	type CommandStep,
+	type Footer,
 	type InitializeParams,
 	type RecallResult,
 	type ToolCallResult,
@@ -54,6 +56,8 @@ function timed<A extends unknown[], R>(hook: string, fn: (...args: A) => R): (..
 interface Shared {
 	sidecar?: Sidecar;
 	ctx?: ExtensionContext;
+	/** What the status line shows: shown again when a replacement runtime starts (/new, /fork). */
+	footer?: Footer;
 	stopTimer?: ReturnType<typeof setTimeout>;
 	captures: Set<Promise<unknown>>;
 	runs: Map<string, unknown[][]>;
@@ -61,9 +65,11 @@ interface Shared {
 }
 const shared: Shared = { captures: new Set(), runs: new Map(), exitHook: false };
 
-function setStatus(text: string): void {
+function showFooter(footer: Footer | null | undefined): void {
+	if (!footer) return;
+	shared.footer = footer;
 	try {
-		shared.ctx?.ui.setStatus(STATUS_KEY, text);
+		shared.ctx?.ui.setStatus(STATUS_KEY, footer.text);
 	} catch {
 		/* the ctx went stale with a runtime replacement */
 	}
@@ -81,12 +87,10 @@ function errorText(e: unknown): string {
 	return e instanceof Error ? e.message : String(e);
 }
 
-/** Footer text for a failed call: "unavailable" when the sidecar is not there, else what failed. */
-function failureStatus(what: string, e: unknown): string {
-	const reason = errorText(e).slice(0, 120);
-	return e instanceof RpcClosed || e instanceof RpcTimeout
-		? `memory: unavailable (${reason})`
-		: `memory: ${what} failed (${reason})`;
+/** The footer for a failed call: the sidecar is not there, or says what failed. */
+function failureFooter(what: string, e: unknown): Footer {
+	const reason = errorText(e);
+	return unavailable(e instanceof RpcClosed || e instanceof RpcTimeout ? reason : `${what} failed: ${reason}`);
 }
 
 function initParams(): InitializeParams {
@@ -118,11 +122,9 @@ function initParams(): InitializeParams {
 function sidecar(): Sidecar {
 	if (!shared.sidecar) {
 		shared.sidecar = new Sidecar(initParams, {
-			onStatus: setStatus,
+			onStatus: showFooter,
 			onNotification(method, params) {
-				if (method === "status/changed" && params && typeof (params as { text?: unknown }).text === "string") {
-					setStatus((params as { text: string }).text);
-				}
+				if (method === "status/changed") showFooter(footerOf(params));
 			},
 		});
 	}
@@ -173,11 +175,11 @@ async function runCommand(name: string, args: string, ctx: ExtensionCommandConte
 			}
 			step = await sc.call<CommandStep>("command/answer", { flowId: step.flowId, answer }, COMMAND_CALL_MS);
 		}
-		if (step.statusText) setStatus(step.statusText);
+		showFooter(step.footer);
 		show(step.message, step.level);
 		return step;
 	} catch (e) {
-		setStatus(failureStatus(name, e));
+		showFooter(failureFooter(name, e));
 		show(`pi-memory-bridge: ${errorText(e)}`, "error");
 		return undefined;
 	}
@@ -222,8 +224,7 @@ function registerCommands(pi: ExtensionAPI): void {
 			description: row.description,
 			handler: async (args, ctx) => {
 				const step = await runCommand(row.command, args, ctx);
-				// Pi reads skills at start-up: reload so the synced ones are listed right away
-				if (step?.statusText === "memory: skills synced") await ctx.reload();
+				if (step?.reload) await ctx.reload(); // Pi reads skills and configuration at start-up
 			},
 		});
 	}
@@ -241,7 +242,8 @@ export function createMemoryBridge(pi: ExtensionAPI): void {
 		}
 		const sc = sidecar();
 		sc.ensureStarted();
-		if (sc.state === "starting") setStatus("memory: starting");
+		// a replacement runtime (/new, /fork, /resume) starts with an empty status line
+		showFooter(sc.state === "starting" ? STARTING : shared.footer);
 		// not awaited: Pi's start-up must not wait for the sidecar
 		sc.call("session/start", sessionPayload(ctx, event.reason), SESSION_CALL_MS).catch(() => undefined);
 	});
@@ -262,11 +264,11 @@ export function createMemoryBridge(pi: ExtensionAPI): void {
 				{ piSessionId: sessionId(ctx), prompt, liveUserTimestamps: liveUserTimestamps(ctx.sessionManager.getBranch()) },
 				recallDeadline,
 			);
-			setStatus(result.statusText);
+			showFooter(result.footer);
 			if (!result.block) return undefined;
 			return { systemPrompt: `${event.systemPrompt}\n\n${result.block}` };
 		} catch (e) {
-			setStatus(failureStatus("recall", e));
+			showFooter(failureFooter("recall", e));
 			return undefined;
 		}
 	}));
@@ -295,8 +297,8 @@ export function createMemoryBridge(pi: ExtensionAPI): void {
 		// fire and forget: Pi never waits on capture; session_shutdown gives in-flight captures a moment
 		const p = sidecar()
 			.call<TurnSettledResult>("turn/settled", payload, CAPTURE_CALL_MS)
-			.then((r) => setStatus(r.statusText))
-			.catch((e: unknown) => setStatus(failureStatus("capture", e)))
+			.then((r) => showFooter(r.footer))
+			.catch((e: unknown) => showFooter(failureFooter("capture", e)))
 			.finally(() => shared.captures.delete(p));
 		shared.captures.add(p);
 	}));

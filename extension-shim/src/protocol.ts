@@ -1,4 +1,6 @@
-/** Wire types of the shim <-> sidecar protocol (the Python side documents every method: pi_memory_bridge/protocol.py). */
+/** Wire types of the shim <-> sidecar protocol (the Python side documents every method: pi_memory_bridge/sidecar/protocol.py). */
+import type { FOOTER_TEMPLATES } from "./generated/tables.ts";
+
 export const PROTOCOL_VERSION = "1.0";
 export const CLIENT_NAME = "pi-memory-bridge-shim";
 export const CLIENT_VERSION = "0.1.0";
@@ -14,12 +16,24 @@ export interface InitializeParams {
 	hasUi: boolean;
 }
 
+/** A footer state the sidecar names (pi_memory_bridge/footer.py lists them). */
+export type FooterStateName = keyof typeof FOOTER_TEMPLATES;
+
+/** Pi's status line: the typed state and the text to show. The shim shows `text`, keeps the
+ * state, and never reads meaning out of the text. */
+export interface Footer {
+	state: FooterStateName;
+	count?: number | null;
+	reason?: string | null;
+	text: string;
+}
+
 export interface InitializeResult {
 	protocolVersion: string;
 	serverVersion: string;
 	config: { ok: boolean; backend: string; enabled: boolean; problems: string[]; sources: string[] };
 	recall: { deadlineMs: number; enabled: boolean };
-	statusText: string;
+	footer: Footer;
 }
 
 export interface EntryRef {
@@ -40,13 +54,13 @@ export interface RecallResult {
 	outcome: string;
 	elapsedMs: number;
 	chars: number;
-	statusText: string;
+	footer: Footer;
 }
 
 export interface TurnSettledResult {
 	captured: number;
 	skipped: number;
-	statusText: string;
+	footer: Footer;
 }
 
 export interface ToolCallResult {
@@ -63,7 +77,14 @@ export interface CommandStep {
 	options: string[];
 	placeholder: string;
 	level: "info" | "warning" | "error";
-	statusText?: string | null;
+	/** On a done step: the status line after the command. */
+	footer?: Footer | null;
+	/** On a done step: reload Pi (it reads skills and configuration at start-up). */
+	reload?: boolean;
+}
+
+export interface StatusChanged {
+	footer: Footer;
 }
 
 /** One `tdai_*` tool as the sidecar defines it (src/generated/tables.ts holds every row). */

@@ -7,7 +7,8 @@ import { existsSync } from "node:fs";
 import { dirname, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import { RpcClient, RpcClosed, RpcError, RpcTimeout } from "./rpc.ts";
-import { PROTOCOL_VERSION, type InitializeParams, type InitializeResult } from "./protocol.ts";
+import { unavailable } from "./footer.ts";
+import { PROTOCOL_VERSION, type Footer, type InitializeParams, type InitializeResult } from "./protocol.ts";
 
 export const SHIM_DIR = resolve(dirname(fileURLToPath(import.meta.url)), "..");
 const INIT_TIMEOUT_MS = 5_000;
@@ -38,7 +39,7 @@ export function resolveCommand(env: NodeJS.ProcessEnv, shimDir: string = SHIM_DI
 }
 
 export interface SidecarEvents {
-	onStatus(text: string): void;
+	onStatus(footer: Footer): void;
 	onNotification(method: string, params: unknown): void;
 }
 
@@ -183,7 +184,7 @@ export class Sidecar {
 				this.state = "ready";
 				this.backoffMs = FIRST_BACKOFF_MS;
 				this.initResult = result;
-				this.events.onStatus(result.statusText);
+				this.events.onStatus(result.footer);
 				return result;
 			},
 			(e: Error) => {
@@ -210,7 +211,7 @@ export class Sidecar {
 		this.backoffMs = Math.min(this.backoffMs * 2, MAX_BACKOFF_MS);
 		this.rpc?.close(reason);
 		this.child = undefined;
-		this.events.onStatus(`memory: unavailable (${reason.slice(0, 120)})`);
+		this.events.onStatus(unavailable(reason));
 	}
 }
 

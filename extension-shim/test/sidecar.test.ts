@@ -31,7 +31,7 @@ process.stdin.on("data", (c) => {
   while ((i = buf.indexOf("\\n")) >= 0) {
     const m = JSON.parse(buf.slice(0, i)); buf = buf.slice(i + 1);
     const result = m.method === "initialize"
-      ? { protocolVersion: "1.0", serverVersion: "t", config: {}, recall: { deadlineMs: 300, enabled: true }, statusText: "memory: ready" }
+      ? { protocolVersion: "1.0", serverVersion: "t", config: {}, recall: { deadlineMs: 300, enabled: true }, footer: { state: "ready", text: "memory: ready" } }
       : { echo: m.method };
     process.stdout.write(JSON.stringify({ jsonrpc: "2.0", id: m.id, result }) + "\\n");
   }
@@ -47,7 +47,7 @@ test("resolveCommand: env JSON array, env words, default venv/PATH", () => {
 
 test("a healthy sidecar answers calls and stops cleanly", async () => {
 	const statuses: string[] = [];
-	const sc = new Sidecar(init, { onStatus: (t) => statuses.push(t), onNotification: () => {} }, { ...process.env, PI_MEMORY_BRIDGE_CMD: script(GOOD) });
+	const sc = new Sidecar(init, { onStatus: (f) => statuses.push(f.text), onNotification: () => {} }, { ...process.env, PI_MEMORY_BRIDGE_CMD: script(GOOD) });
 	sc.ensureStarted();
 	assert.deepEqual(await sc.call("ping", {}, 3000), { echo: "ping" });
 	assert.equal(sc.state, "ready");
@@ -58,7 +58,7 @@ test("a healthy sidecar answers calls and stops cleanly", async () => {
 
 test("a missing command fails fast with a status, not an exception into the host", async () => {
 	const statuses: string[] = [];
-	const sc = new Sidecar(init, { onStatus: (t) => statuses.push(t), onNotification: () => {} }, { ...process.env, PI_MEMORY_BRIDGE_CMD: "/definitely/not/here serve" });
+	const sc = new Sidecar(init, { onStatus: (f) => statuses.push(f.text), onNotification: () => {} }, { ...process.env, PI_MEMORY_BRIDGE_CMD: "/definitely/not/here serve" });
 	const started = Date.now();
 	await assert.rejects(sc.call("recall", {}, 1000));
 	assert.ok(Date.now() - started < 1100);

@@ -61,10 +61,9 @@ class FlowRegistry:
             del self._pending[flow_id]
 
 
-def done(message: str, level: str = "info", status_text: str | None = None) -> CommandStep:
-    return CommandStep.model_validate(
-        {"kind": "done", "message": message, "level": level, "statusText": status_text}
-    )
+def done(message: str, level: str = "info", *, reload: bool = False) -> CommandStep:
+    """The flow's last step; `reload` when Pi must reload to see what the command changed."""
+    return CommandStep.model_validate({"kind": "done", "message": message, "level": level, "reload": reload})
 
 
 def step(

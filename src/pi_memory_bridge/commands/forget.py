@@ -99,8 +99,7 @@ async def forget_flow(deps: ForgetDeps, query: str, *, has_ui: bool) -> Flow:
     failure_text = "\n".join(f"! {f}" for f in failures)
     if not found:
         if failures:
-            yield done(f"Could not search everything, so nothing was deleted:\n{failure_text}", "error",
-                       "memory: forget failed")  # fmt: skip
+            yield done(f"Could not search everything, so nothing was deleted:\n{failure_text}", "error")
         else:
             yield done(f"Nothing in memory matches {query!r}.", "info")
         return
@@ -137,9 +136,7 @@ async def forget_flow(deps: ForgetDeps, query: str, *, has_ui: bool) -> Flow:
         return
     report = await _delete(deps, chosen)
     ok = all(line.startswith("deleted") for line in report)
-    yield done(
-        "\n".join(report), "info" if ok else "error", "memory: forgotten" if ok else "memory: forget failed"
-    )
+    yield done("\n".join(report), "info" if ok else "error")
 
 
 async def _delete(deps: ForgetDeps, chosen: Sequence[ForgetCandidate]) -> list[str]:

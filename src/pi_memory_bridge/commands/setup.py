@@ -84,7 +84,7 @@ def _safe(exc: BaseException) -> str:
 
 def _failed(what: str, exc: BaseException | str, extra: str = "") -> CommandStep:
     reason = exc if isinstance(exc, str) else _safe(exc)
-    return done(f"{what}: {reason}\n{extra}Nothing was written.", "error", "memory: setup incomplete")
+    return done(f"{what}: {reason}\n{extra}Nothing was written.", "error")
 
 
 @dataclass(frozen=True, slots=True)
@@ -106,7 +106,7 @@ async def setup_flow(deps: SetupDeps, *, has_ui: bool) -> Flow:
     try:
         sdk = deps.sdk()
     except BackendError as exc:
-        yield done(f"{exc}\nNothing was written.", "error", "memory: setup incomplete")
+        yield done(f"{exc}\nNothing was written.", "error")
         return
     existing = await asyncio.to_thread(read_existing, deps.agent_dir)
     if existing.exists and existing.config is None:
@@ -115,7 +115,6 @@ async def setup_flow(deps: SetupDeps, *, has_ui: bool) -> Flow:
             f"{existing.path} has errors, so setup will not overwrite it (fix or move it, then run "
             f"setup again):\n{problems}\nNothing was written.",
             "error",
-            "memory: setup incomplete",
         )
         return
 
@@ -125,7 +124,7 @@ async def setup_flow(deps: SetupDeps, *, has_ui: bool) -> Flow:
     while endpoint is None:
         typed = _text((yield step("input", "MemoryCore endpoint URL", note, placeholder=ENDPOINT_EXAMPLE)))
         if not typed:
-            yield done(CANCELLED, "warning", "memory: setup incomplete")
+            yield done(CANCELLED, "warning")
             return
         problem = endpoint_problem(typed)
         if problem is None:
@@ -143,7 +142,7 @@ async def setup_flow(deps: SetupDeps, *, has_ui: bool) -> Flow:
         )
         typed = _text(answer)
         if typed is None:
-            yield done(CANCELLED, "warning", "memory: setup incomplete")
+            yield done(CANCELLED, "warning")
             return
         try:
             service_id = MemoryCoreSettings(service_id=typed or DEFAULT_SERVICE_ID).service_id
@@ -158,7 +157,7 @@ async def setup_flow(deps: SetupDeps, *, has_ui: bool) -> Flow:
             (yield step("input", "User key file", note, placeholder="~/.config/memorycore/user-key"))
         )
         if not typed:
-            yield done(CANCELLED, "warning", "memory: setup incomplete")
+            yield done(CANCELLED, "warning")
             return
         user_key, problem_text = _read_key(deps, typed)
         note = f"Cannot use that file: {problem_text}" if problem_text else ""
@@ -177,12 +176,12 @@ async def setup_flow(deps: SetupDeps, *, has_ui: bool) -> Flow:
             )
             typed = _text(answer)
             if not typed:
-                yield done(CANCELLED, "warning", "memory: setup incomplete")
+                yield done(CANCELLED, "warning")
                 return
             gateway_key, problem_text = _read_key(deps, typed)
             note = f"Cannot use that file: {problem_text}" if problem_text else ""
     elif choice != GATEWAY_NONE:
-        yield done(CANCELLED, "warning", "memory: setup incomplete")
+        yield done(CANCELLED, "warning")
         return
 
     bearer = gateway_key.key if gateway_key is not None else user_key.key
@@ -227,7 +226,7 @@ async def setup_flow(deps: SetupDeps, *, has_ui: bool) -> Flow:
         if picked == CREATE_TEAM:
             name = _text((yield step("input", "Name for the new team", "", placeholder="Pi")))
             if not name:
-                yield done(CANCELLED, "warning", "memory: setup incomplete")
+                yield done(CANCELLED, "warning")
                 return
             if len(name) > MAX_NAME_CHARS:
                 yield _failed("Team name refused", f"at most {MAX_NAME_CHARS} characters")
@@ -240,7 +239,7 @@ async def setup_flow(deps: SetupDeps, *, has_ui: bool) -> Flow:
         elif isinstance(picked, str) and picked in labels:
             team = labels[picked]
         else:
-            yield done(CANCELLED, "warning", "memory: setup incomplete")
+            yield done(CANCELLED, "warning")
             return
 
         # ---- agent -------------------------------------------------------------------------
@@ -267,7 +266,7 @@ async def setup_flow(deps: SetupDeps, *, has_ui: bool) -> Flow:
                 )
                 typed = _text(answer)
                 if typed is None:
-                    yield done(CANCELLED, "warning", "memory: setup incomplete")
+                    yield done(CANCELLED, "warning")
                     return
                 name = typed or DEFAULT_AGENT_NAME
                 if len(name) > MAX_NAME_CHARS:
@@ -293,7 +292,7 @@ async def setup_flow(deps: SetupDeps, *, has_ui: bool) -> Flow:
                 if sure is True:
                     agent = candidate
             else:
-                yield done(CANCELLED, "warning", "memory: setup incomplete")
+                yield done(CANCELLED, "warning")
                 return
 
         # ---- settings, checked as they will be saved ----------------------------------------
@@ -330,7 +329,7 @@ async def setup_flow(deps: SetupDeps, *, has_ui: bool) -> Flow:
             f"{summary}\n\n{preview(existing, new_config)}",
         )
         if sure is not True:
-            yield done(CANCELLED, "warning", "memory: setup incomplete")
+            yield done(CANCELLED, "warning")
             return
         try:
             path = await asyncio.to_thread(write_global_config, deps.agent_dir, new_config)
@@ -341,9 +340,9 @@ async def setup_flow(deps: SetupDeps, *, has_ui: bool) -> Flow:
         created = f" A private agent {agent.label()} was created." if created_agent is not None else ""
         yield done(
             f"Memory setup saved to {path} (mode 0600; keys stay in their files).{created} "
-            "Reload Pi (/reload) or start a new session to use it.",
+            "Pi reloads now to use it.",
             "info",
-            "memory: configured",
+            reload=True,
         )
     finally:
         if created_agent is not None and not saved:

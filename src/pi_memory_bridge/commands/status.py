@@ -43,13 +43,6 @@ class StatusReport:
     def healthy(self) -> bool:
         return self.enabled and self.backend_ok and not self.problems
 
-    def footer(self) -> str:
-        if not self.enabled:
-            return "memory: off"
-        if not self.backend_ok:
-            return f"memory: {self.backend} unavailable"
-        return "memory: ready" if not self.problems else f"memory: {len(self.problems)} problem(s)"
-
     def to_dict(self) -> dict[str, object]:
         return {
             "version": self.version,

@@ -10,17 +10,27 @@ from pi_memory_bridge.commands.forget import ForgetDeps, forget_flow
 from pi_memory_bridge.commands.outbox_ops import OutboxDeps, outbox_flow
 from pi_memory_bridge.commands.status import render_status
 from pi_memory_bridge.engine.backend_slot import BackendSlot
+from pi_memory_bridge.engine.footer import FooterModel
 from pi_memory_bridge.engine.skills import skill_source
 from pi_memory_bridge.engine.status import Status
 from pi_memory_bridge.rpc.errors import InvalidParams
-from pi_memory_bridge.sidecar.protocol import CommandAnswerParams, CommandRunParams, CommandStep
+from pi_memory_bridge.sidecar.protocol import CommandAnswerParams, CommandRunParams, CommandStep, Footer
 from pi_memory_bridge.tools.memory import ToolFailure, memory_save
 
 
 class Commands:
-    def __init__(self, slot: BackendSlot, status: Status, *, cwd: Path, env: Mapping[str, str]) -> None:
+    def __init__(
+        self,
+        slot: BackendSlot,
+        status: Status,
+        status_line: FooterModel,
+        *,
+        cwd: Path,
+        env: Mapping[str, str],
+    ) -> None:
         self._slot = slot
         self._status = status
+        self._status_line = status_line
         self._cwd = cwd
         self._env = env
         self._flows = FlowRegistry()
@@ -42,17 +52,23 @@ class Commands:
         make = self._table.get(p.name)
         if make is None:
             raise InvalidParams(f"unknown command {p.name!r}; known: {', '.join(sorted(self._table))}")
-        return await self._flows.start(make(p))
+        return self._finished(await self._flows.start(make(p)))
 
     async def answer(self, p: CommandAnswerParams) -> CommandStep:
         try:
-            return await self._flows.answer(p.flow_id, p.answer)
+            return self._finished(await self._flows.answer(p.flow_id, p.answer))
         except UnknownFlow as exc:
             raise InvalidParams(str(exc)) from None
 
+    def _finished(self, step: CommandStep) -> CommandStep:
+        """A done step carries the status line as it is after the command."""
+        if step.kind != "done":
+            return step
+        return step.model_copy(update={"footer": Footer.of(self._status_line.show())})
+
     async def _status_flow(self, p: CommandRunParams) -> Flow:
         report = await self._status.report(p.pi_session_id)
-        yield done(render_status(report), "info" if report.healthy else "warning", report.footer())
+        yield done(render_status(report), "info" if report.healthy else "warning")
 
     def _forget_flow(self, p: CommandRunParams) -> Flow:
         slot = self._slot
@@ -60,7 +76,7 @@ class Commands:
         backend = slot.backend
         deps = ForgetDeps(
             backend=backend,
-            backend_problem=slot.backend_error or slot.footer(),
+            backend_problem=slot.problem(),
             search_pending=delivery.search_pending if delivery is not None else None,
             remove_pending=(lambda ids: delivery.remove_pending(ids, backend))
             if delivery is not None
@@ -77,7 +93,7 @@ class Commands:
             problem = (
                 f"skills need the memorycore backend (this one is {slot.loaded.config.backend})"
                 if slot.backend is not None
-                else f"the memory backend is unavailable ({slot.backend_error or slot.footer()})"
+                else slot.problem()
             )
         else:
             problem = ""
@@ -98,7 +114,7 @@ class Commands:
         if delivery is not None and delivery.worker is not None:
             flush = delivery.flush
         elif delivery is not None:
-            problem = f"the backend is not open ({slot.backend_error or slot.footer()})"
+            problem = slot.problem()
         deps = OutboxDeps(
             outbox=delivery.outbox if delivery is not None else None,
             problem=problem,
@@ -114,7 +130,7 @@ class Commands:
             return
         backend = self._slot.backend
         if backend is None:
-            yield done(f"cannot remember: {self._slot.footer()}", "error")
+            yield done(f"cannot remember: {self._slot.problem()}", "error")
             return
         try:
             reply, _ = await memory_save(backend, {"content": text, "type": "preference"}, source="user")

@@ -13,17 +13,17 @@ from pathlib import Path
 
 from pi_memory_bridge.commands.status import StatusReport
 from pi_memory_bridge.config import LoadedConfig
-from pi_memory_bridge.engine import footer
 from pi_memory_bridge.engine.backend_slot import BackendSlot
 from pi_memory_bridge.engine.capture import Capture
 from pi_memory_bridge.engine.commands import Commands
+from pi_memory_bridge.engine.footer import FooterModel
 from pi_memory_bridge.engine.notifier import Notifier, Notify
 from pi_memory_bridge.engine.recall import Recall
 from pi_memory_bridge.engine.sessions import Sessions
 from pi_memory_bridge.engine.skills import SkillCapture
 from pi_memory_bridge.engine.status import Status
 from pi_memory_bridge.engine.tools import Tools
-from pi_memory_bridge.outbox import OutboxCounts
+from pi_memory_bridge.footer import FooterState
 from pi_memory_bridge.sidecar.protocol import (
     CommandAnswerParams,
     CommandRunParams,
@@ -55,16 +55,17 @@ class Engine:
         self.slot = BackendSlot(
             loaded,
             agent_dir,
-            self._notifier,
             on_open=skill_capture.backend_opened,
-            on_outbox_change=self._outbox_changed,
+            on_outbox_change=lambda counts: self.status_line.outbox_changed(counts),
+            on_backend_change=lambda: self.status_line.tell(),
         )
+        self.status_line = FooterModel(loaded, self.slot, self._notifier)
         self.sessions = Sessions()
-        self._recall = Recall(loaded, self.slot)
-        self._capture = Capture(loaded, self.slot, self.sessions, skill_capture)
+        self._recall = Recall(loaded, self.slot, self.status_line)
+        self._capture = Capture(loaded, self.slot, self.sessions, skill_capture, self.status_line)
         self._tools = Tools(loaded, self.slot)
         self._status = Status(loaded, self.slot, self.sessions, self._recall, self._capture.stats, log_file)
-        self.commands = Commands(self.slot, self._status, cwd=cwd, env=env)
+        self.commands = Commands(self.slot, self._status, self.status_line, cwd=cwd, env=env)
 
     @classmethod
     async def open(
@@ -83,13 +84,9 @@ class Engine:
         engine._notifier.started = True
         return engine
 
-    def _outbox_changed(self, counts: OutboxCounts) -> None:
-        if not (counts.waiting or counts.dead or self._capture.stats.captured):
-            return  # an empty outbox at start-up: nothing worth a footer change
-        self._notifier.say_soon(footer.outbox(counts))
-
-    def footer(self) -> str:
-        return self.slot.footer()
+    def footer(self) -> FooterState:
+        """The status line now, as the shim will show it."""
+        return self.status_line.show()
 
     async def session_changed(self, p: SessionParams) -> SessionResult:
         return self.sessions.changed(p)

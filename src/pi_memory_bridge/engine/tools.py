@@ -21,7 +21,7 @@ class Tools:
         backend = await self._slot.ensure(0)
         if backend is None:
             return ToolCallResult(
-                text=f"Memory unavailable: {self._slot.footer()}. Continue without memory.",
+                text=f"Memory unavailable: {self._slot.problem()}. Continue without memory.",
                 details={},
                 is_error=True,
             )

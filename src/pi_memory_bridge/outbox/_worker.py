@@ -134,7 +134,8 @@ class DeliveryWorker:
     end it with `stop()`; `wake()` after an enqueue; `flush()` for an operator's "now".
 
     `on_change` is called on the event loop with the outbox counts whenever a pass leaves them
-    different from the last call (the sidecar forwards them to the shim's footer).
+    different from the last call, or delivered something (the counts may look the same before
+    and after a quick delivery); the sidecar turns them into the shim's footer.
     """
 
     def __init__(
@@ -316,7 +317,7 @@ class DeliveryWorker:
             counts = await asyncio.to_thread(self._outbox.counts)
             report = tally.report(counts, self._pause_reason if self._is_paused() else None)
             self._last_report = report
-            self._notify(counts)
+            self._notify(counts, delivered=bool(tally.delivered or tally.already_stored))
             return report
 
     async def _deliver_claims(self, tally: _Tally, *, force: bool) -> None:
@@ -356,8 +357,8 @@ class DeliveryWorker:
             if in_flight:
                 await asyncio.wait(in_flight)
 
-    def _notify(self, counts: OutboxCounts) -> None:
-        if self._on_change is None or counts == self._last_counts:
+    def _notify(self, counts: OutboxCounts, *, delivered: bool) -> None:
+        if self._on_change is None or (counts == self._last_counts and not delivered):
             return
         self._last_counts = counts
         try:

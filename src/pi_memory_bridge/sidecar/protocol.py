@@ -21,12 +21,17 @@ Requests, shim -> sidecar (all but `initialize` need the handshake first):
 
 Notifications, sidecar -> shim:
 
-  status/changed    StatusChanged         the short footer text changed (e.g. after background work)
+  status/changed    StatusChanged         the footer changed (e.g. background delivery finished)
+
+Every result that changes Pi's status line carries a `Footer`: a typed state from `footer` (ready,
+recalled n, learning, behind n, paused, unavailable, off, starting, setup) and its text. The shim
+shows the text and keeps the state; it never reads meaning out of the text.
 
 A command runs as a small dialog driven by the sidecar: `command/run` returns a `CommandStep`;
 when its `kind` is `confirm`, `select` or `input` the shim shows that dialog and sends the answer
 with `command/answer {flowId, answer}` (null when cancelled or when there is no UI), until a step of
-kind `done` arrives. The shim renders; all decisions are made here.
+kind `done` arrives. The shim renders; all decisions are made here. A done step with
+`reload: true` asks the shim to reload Pi (e.g. new skills or a new configuration to read).
 """
 
 from __future__ import annotations
@@ -35,6 +40,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
+
+from pi_memory_bridge.footer import FooterKind, FooterState
 
 
 class WireModel(BaseModel):
@@ -46,6 +53,19 @@ class WireModel(BaseModel):
         frozen=True,
         defer_build=True,  # build validators on first use: start-up time matters (spawn-to-ready)
     )
+
+
+class Footer(WireModel):
+    """Pi's status line: the typed state (`footer.FooterKind`) and the text it renders to."""
+
+    state: FooterKind
+    count: int | None = None
+    reason: str | None = None
+    text: str
+
+    @classmethod
+    def of(cls, state: FooterState) -> Footer:
+        return cls(state=state.kind, count=state.count, reason=state.reason, text=state.text)
 
 
 # ---- initialize -------------------------------------------------------------------------------
@@ -85,7 +105,7 @@ class InitializeResult(WireModel):
     server_version: str
     config: ConfigState
     recall: RecallLimits
-    status_text: str
+    footer: Footer
 
 
 # ---- sessions and identity --------------------------------------------------------------------
@@ -137,7 +157,7 @@ class RecallResult(WireModel):
     layers: list[LayerReport]
     elapsed_ms: float
     chars: int
-    status_text: str
+    footer: Footer
 
 
 # ---- capture ----------------------------------------------------------------------------------
@@ -157,7 +177,7 @@ class TurnSettledResult(WireModel):
     captured: int
     skipped: int
     reasons: list[str]
-    status_text: str
+    footer: Footer
 
 
 # ---- tools ------------------------------------------------------------------------------------
@@ -206,7 +226,8 @@ class CommandStep(WireModel):
     options: list[str] = Field(default_factory=list)
     placeholder: str = ""
     level: Literal["info", "warning", "error"] = "info"
-    status_text: str | None = None
+    footer: Footer | None = None  # on a done step: the status line after the command
+    reload: bool = False  # on a done step: Pi should reload (it reads skills and config at start)
 
 
 # ---- status / shutdown / notifications --------------------------------------------------------
@@ -225,4 +246,4 @@ class ShutdownResult(WireModel):
 
 
 class StatusChanged(WireModel):
-    text: str
+    footer: Footer

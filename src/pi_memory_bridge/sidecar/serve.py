@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pi_memory_bridge.config import data_dir, default_agent_dir
+from pi_memory_bridge.footer import FooterState
 from pi_memory_bridge.rpc import InternalError, RpcEndpoint, open_stdio
 from pi_memory_bridge.rpc.framing import DEFAULT_MAX_LINE_BYTES
 from pi_memory_bridge.sidecar.handshake import Handshake, handshake
@@ -25,6 +26,7 @@ from pi_memory_bridge.sidecar.protocol import (
     CommandAnswerParams,
     CommandRunParams,
     CommandStep,
+    Footer,
     InitializeParams,
     InitializeResult,
     RecallParams,
@@ -86,8 +88,8 @@ def build_endpoint(
 ) -> RpcEndpoint:
     rpc = RpcEndpoint(max_line_bytes=max_line_bytes)
 
-    async def notify_status(text: str) -> None:
-        await rpc.notify("status/changed", StatusChanged(text=text))
+    async def notify_status(state: FooterState) -> None:
+        await rpc.notify("status/changed", StatusChanged(footer=Footer.of(state)))
 
     engine.notify = notify_status
 

@@ -47,8 +47,6 @@ CANCEL = "Cancel"
 SKIP = "Skip it (keep my edits)"
 KEEP_BOTH = "Keep both"
 YES_FLAG = "--yes"
-STATUS_SYNCED = "memory: skills synced"
-STATUS_FAILED = "memory: skill sync failed"
 
 
 @dataclass(frozen=True, slots=True)
@@ -157,18 +155,15 @@ def _recovered_scan(skills_dir: Path) -> LocalSkills:
 
 
 def _busy(exc: SyncBusy) -> CommandStep:
-    return done(f"{_error_text(exc)}; try again in a moment. Nothing was written.", "warning", STATUS_FAILED)
+    return done(f"{_error_text(exc)}; try again in a moment. Nothing was written.", "warning")
 
 
 def _finish(lines: list[str], *, wrote: bool) -> CommandStep:
     failed = any(line.startswith("FAILED") for line in lines)
     if wrote:
-        lines = [*lines, "Reload Pi (/reload) if the new skills do not show up."]
-    return done(
-        "\n".join(lines) or "Nothing to do.",
-        "error" if failed else "info",
-        STATUS_FAILED if failed else (STATUS_SYNCED if wrote else None),
-    )
+        lines = [*lines, "Pi reloads now to list them."]
+    # Pi reads skills at start-up: after a write it reloads, so the synced skills are listed
+    return done("\n".join(lines) or "Nothing to do.", "error" if failed else "info", reload=wrote)
 
 
 async def sync_skills_flow(deps: SyncDeps, args: str, *, has_ui: bool) -> Flow:
@@ -182,7 +177,6 @@ async def sync_skills_flow(deps: SyncDeps, args: str, *, has_ui: bool) -> Flow:
         yield done(
             f"Could not list the server's skills, nothing was written: {_error_text(exc)}",
             "error",
-            STATUS_FAILED,
         )
         return
     if not remote:

@@ -50,7 +50,7 @@ def test_setup_over_rpc_writes_a_working_config(pi_env: PiEnv) -> None:
         if req.method == "input":
             return Value(inputs.pop(0))
         if req.method == "select":
-            for wanted in (GATEWAY_FILE, TEAM, AGENT):
+            for wanted in (GATEWAY_FILE, TEAM, AGENT, "Yes"):  # a yes/no is a choice with "No" first
                 match = next((o for o in req.options if wanted in o), None)
                 if match is not None:
                     return Value(match)

@@ -168,9 +168,8 @@ async function runCommand(name: string, args: string, ctx: ExtensionCommandConte
 			let answer: boolean | string | null = null;
 			if (ctx.hasUI) {
 				// select/input dialogs have no body: show what the choice is about first
-				if (step.kind !== "confirm" && step.message) ctx.ui.notify(step.message, "info");
-				if (step.kind === "confirm") answer = await ctx.ui.confirm(step.title, step.message);
-				else if (step.kind === "select") answer = (await ctx.ui.select(step.title, step.options)) ?? null;
+				if (step.message) ctx.ui.notify(step.message, "info");
+				if (step.kind === "select") answer = (await ctx.ui.select(step.title, step.options)) ?? null;
 				else answer = (await ctx.ui.input(step.title, step.placeholder)) ?? null;
 			}
 			step = await sc.call<CommandStep>("command/answer", { flowId: step.flowId, answer }, COMMAND_CALL_MS);

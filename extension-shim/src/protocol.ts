@@ -70,7 +70,8 @@ export interface ToolCallResult {
 }
 
 export interface CommandStep {
-	kind: "done" | "confirm" | "select" | "input";
+	/** A yes/no question comes as a select with "No" first (Pi's confirm cannot start on No). */
+	kind: "done" | "select" | "input";
 	flowId?: string | null;
 	title: string;
 	message: string;

@@ -1,15 +1,17 @@
-"""The flow behind each row of `commands.table`, wired to the engine."""
+"""The flow behind each row of `commands.table`, wired to the engine; Pi's dialogs run them
+(`engine.dialogs`)."""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
-from pi_memory_bridge.commands.flows import Flow, FlowRegistry, UnknownFlow, done
+from pi_memory_bridge.commands.dialog import Dialog, Flow, Outcome
 from pi_memory_bridge.commands.forget import ForgetDeps, forget_flow
 from pi_memory_bridge.commands.outbox_ops import OutboxDeps, outbox_flow
 from pi_memory_bridge.commands.status import render_status
 from pi_memory_bridge.engine.backend_slot import BackendSlot
+from pi_memory_bridge.engine.dialogs import FlowRegistry, UnknownFlow
 from pi_memory_bridge.engine.footer import FooterModel
 from pi_memory_bridge.engine.skills import skill_source
 from pi_memory_bridge.engine.status import Status
@@ -52,7 +54,7 @@ class Commands:
         make = self._table.get(p.name)
         if make is None:
             raise InvalidParams(f"unknown command {p.name!r}; known: {', '.join(sorted(self._table))}")
-        return self._finished(await self._flows.start(make(p)))
+        return self._finished(await self._flows.start(make(p), has_ui=p.has_ui))
 
     async def answer(self, p: CommandAnswerParams) -> CommandStep:
         try:
@@ -60,15 +62,21 @@ class Commands:
         except UnknownFlow as exc:
             raise InvalidParams(str(exc)) from None
 
+    async def close(self) -> None:
+        await self._flows.close()
+
     def _finished(self, step: CommandStep) -> CommandStep:
         """A done step carries the status line as it is after the command."""
         if step.kind != "done":
             return step
         return step.model_copy(update={"footer": Footer.of(self._status_line.show())})
 
-    async def _status_flow(self, p: CommandRunParams) -> Flow:
-        report = await self._status.report(p.pi_session_id)
-        yield done(render_status(report), "info" if report.healthy else "warning")
+    def _status_flow(self, p: CommandRunParams) -> Flow:
+        async def flow(_dialog: Dialog) -> Outcome:
+            report = await self._status.report(p.pi_session_id)
+            return Outcome(render_status(report), "info" if report.healthy else "warning")
+
+        return flow
 
     def _forget_flow(self, p: CommandRunParams) -> Flow:
         slot = self._slot
@@ -82,7 +90,7 @@ class Commands:
             if delivery is not None
             else None,
         )
-        return forget_flow(deps, p.args, has_ui=p.has_ui)
+        return lambda dialog: forget_flow(deps, p.args, dialog)
 
     def _sync_skills_flow(self, p: CommandRunParams) -> Flow:
         from pi_memory_bridge.skills import SyncDeps, sync_skills_flow
@@ -98,13 +106,13 @@ class Commands:
         else:
             problem = ""
         deps = SyncDeps(source, problem, slot.agent_dir / "skills")
-        return sync_skills_flow(deps, p.args, has_ui=p.has_ui)
+        return lambda dialog: sync_skills_flow(deps, p.args, dialog)
 
-    def _setup_flow(self, p: CommandRunParams) -> Flow:
+    def _setup_flow(self, _p: CommandRunParams) -> Flow:
         from pi_memory_bridge.commands.setup import SetupDeps, setup_flow
 
         deps = SetupDeps(agent_dir=self._slot.agent_dir, cwd=self._cwd, env=self._env)
-        return setup_flow(deps, has_ui=p.has_ui)
+        return lambda dialog: setup_flow(deps, dialog)
 
     def _outbox_flow(self, p: CommandRunParams) -> Flow:
         slot = self._slot
@@ -121,20 +129,20 @@ class Commands:
             flush=flush,
             pause_reason=delivery.pause_reason if delivery is not None else None,
         )
-        return outbox_flow(deps, p.args, has_ui=p.has_ui)
+        return lambda dialog: outbox_flow(deps, p.args, dialog)
 
-    async def _remember_flow(self, p: CommandRunParams) -> Flow:
-        text = p.args.strip()
-        if not text:
-            yield done("usage: /tdai-memory-remember <a fact or preference to keep>", "warning")
-            return
-        backend = self._slot.backend
-        if backend is None:
-            yield done(f"cannot remember: {self._slot.problem()}", "error")
-            return
-        try:
-            reply, _ = await memory_save(backend, {"content": text, "type": "preference"}, source="user")
-        except ToolFailure as exc:
-            yield done(str(exc), "error")
-            return
-        yield done(reply)
+    def _remember_flow(self, p: CommandRunParams) -> Flow:
+        async def flow(_dialog: Dialog) -> Outcome:
+            text = p.args.strip()
+            if not text:
+                return Outcome("usage: /tdai-memory-remember <a fact or preference to keep>", "warning")
+            backend = self._slot.backend
+            if backend is None:
+                return Outcome(f"cannot remember: {self._slot.problem()}", "error")
+            try:
+                reply, _ = await memory_save(backend, {"content": text, "type": "preference"}, source="user")
+            except ToolFailure as exc:
+                return Outcome(str(exc), "error")
+            return Outcome(reply)
+
+        return flow

@@ -111,4 +111,5 @@ class Engine:
 
     async def shutdown(self) -> None:
         self._notifier.closing = True
+        await self.commands.close()
         await self.slot.close()

@@ -28,9 +28,10 @@ recalled n, learning, behind n, paused, unavailable, off, starting, setup) and i
 shows the text and keeps the state; it never reads meaning out of the text.
 
 A command runs as a small dialog driven by the sidecar: `command/run` returns a `CommandStep`;
-when its `kind` is `confirm`, `select` or `input` the shim shows that dialog and sends the answer
-with `command/answer {flowId, answer}` (null when cancelled or when there is no UI), until a step of
-kind `done` arrives. The shim renders; all decisions are made here. A done step with
+when its `kind` is `select` or `input` the shim shows that dialog and sends the answer with
+`command/answer {flowId, answer}` (null when cancelled or when there is no UI), until a step of
+kind `done` arrives. A yes/no question comes as a select with "No" first (Pi's own confirm
+starts on Yes and cannot start on No). The shim renders; all decisions are made here. A done step with
 `reload: true` asks the shim to reload Pi (e.g. new skills or a new configuration to read).
 """
 
@@ -219,7 +220,7 @@ class CommandAnswerParams(WireModel):
 
 
 class CommandStep(WireModel):
-    kind: Literal["done", "confirm", "select", "input"]
+    kind: Literal["done", "select", "input"]
     flow_id: str | None = None
     title: str = ""
     message: str = ""

@@ -98,6 +98,9 @@ class FakeBackend:
     async def status(self) -> BackendStatus:
         return BackendStatus(ok=True, backend="fake", counts={"turns": len(self.turns)})
 
+    def skills(self) -> None:
+        return None
+
     async def close(self) -> None:
         return None
 

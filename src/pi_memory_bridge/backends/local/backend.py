@@ -151,5 +151,8 @@ class LocalBackend:
             problems=tuple(problems),
         )
 
+    def skills(self) -> None:
+        return None  # skills are mined and served by a MemoryCore server
+
     async def close(self) -> None:
         self.store.close()

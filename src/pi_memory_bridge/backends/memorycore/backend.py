@@ -40,7 +40,7 @@ import time
 from collections import Counter, OrderedDict
 from collections.abc import Awaitable, Callable, Sequence
 from datetime import UTC, datetime, timedelta
-from typing import Any, TypeVar
+from typing import TypeVar
 
 from pydantic import SecretStr
 
@@ -94,6 +94,8 @@ from pi_memory_bridge.backends.memorycore._responses import (
     parse,
 )
 from pi_memory_bridge.backends.memorycore._sdk import SdkBindings, load_sdk
+from pi_memory_bridge.backends.memorycore._skills import MemoryCoreSkillCapture, MemoryCoreSkillSource
+from pi_memory_bridge.backends.skills import SkillServer
 from pi_memory_bridge.config import LoadedConfig
 
 DEFAULT_CACHE_TTL_S = 60.0
@@ -182,16 +184,12 @@ class MemoryCoreBackend:
         self._profile: TtlCache[Profile | None] = TtlCache(cache_ttl_s, max_entries=1, clock=clock)
         self._notes: TtlCache[ScenarioNote] = TtlCache(cache_ttl_s, max_entries=64, clock=clock)
         self._ledger: OrderedDict[str, ConversationTurn] = OrderedDict()
+        self._skill_server: SkillServer | None = None
 
     @property
     def sdk(self) -> SdkBindings:
         """The SDK bindings in use (skills build their own calls on the same error classes)."""
         return self._sdk
-
-    @property
-    def skill_client(self) -> Any:
-        """The long-lived SDK skill client of this identity (skill sync and capture use it)."""
-        return self._clients.skills
 
     @classmethod
     def from_config(
@@ -524,6 +522,16 @@ class MemoryCoreBackend:
         data = await self._call("meta/auth/verify", lambda: metadata.verify_auth(secret))
         verified = parse(VerifyAuthData, data, "meta/auth/verify")
         return None if verified.valid else "the MemoryCore user key is not valid on this server"
+
+    def skills(self) -> SkillServer:
+        if self._skill_server is None:
+            client = self._clients.skills
+            t = self.target
+            self._skill_server = SkillServer(
+                MemoryCoreSkillSource(client, self._sdk),
+                MemoryCoreSkillCapture(client, self._sdk, team=t.team_id, agent=t.agent_id, user=t.user_id),
+            )
+        return self._skill_server
 
     async def close(self) -> None:
         await self._clients.close()

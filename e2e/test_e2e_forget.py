@@ -77,9 +77,7 @@ def test_forget_removes_a_turn_still_waiting_in_the_outbox(pi_env: PiEnv, fake_m
     with Outbox.open(data_dir(pi_env)) as box:
         assert box.counts().waiting == 1  # captured, waiting for the store to come back
 
-    rpc = pi_env.start_rpc(
-        extensions=[SHIM], dialogs=ScriptedDialogs().select("Delete all of them", "Yes")
-    )
+    rpc = pi_env.start_rpc(extensions=[SHIM], dialogs=ScriptedDialogs().select("Delete all of them", "Yes"))
     rpc.prompt_and_settle("/tdai-memory-forget payroll")
     rpc.wait_until(lambda: any("deleted " in n.message for n in rpc.ui.notifications), timeout=15)
     preview = next(n.message for n in rpc.ui.notifications if "match" in n.message)

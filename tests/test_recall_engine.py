@@ -30,7 +30,7 @@ async def test_all_layers_render_in_order_inside_the_boundary() -> None:
         "go/style.md": ScenarioNote("go/style.md", "Go backend style conventions", "Use named constants.")
     }
     b.turns = [turn("how do I name constants in Go?", "Use MixedCaps.")]
-    b.skills = [SkillHit("sk1", "go-lint", "Run golangci-lint")]
+    b.skill_hits = [SkillHit("sk1", "go-lint", "Run golangci-lint")]
     out = await recall(b, PROMPT, budget())
     assert out.outcome == "recalled"
     block = out.block or ""

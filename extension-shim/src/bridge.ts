@@ -2,7 +2,12 @@
  * Wiring only: Pi events -> sidecar calls with deadlines, results -> Pi (system prompt, footer,
  * dialogs). Every handler is fail-open: on any problem it returns nothing and says why in the footer.
  */
-import type { ExtensionAPI, ExtensionCommandContext, ExtensionContext } from "@earendil-works/pi-coding-agent";
+import type {
+	ExtensionAPI,
+	ExtensionCommandContext,
+	ExtensionContext,
+	ToolDefinition,
+} from "@earendil-works/pi-coding-agent";
 import { getAgentDir, VERSION } from "@earendil-works/pi-coding-agent";
 import { appendFileSync } from "node:fs";
 import { liveUserTimestamps, projectEntries } from "./entries.ts";
@@ -186,6 +191,23 @@ async function runCommand(name: string, args: string, ctx: ExtensionCommandConte
 
 type ToolOutput = { content: { type: "text"; text: string }[]; details: Record<string, unknown> };
 
+/** What Pi draws for a tool result (a pi-tui component), made from plain text. */
+export type TextComponent = ReturnType<NonNullable<ToolDefinition["renderResult"]>>;
+export type MakeText = (text: string) => TextComponent;
+
+const COLLAPSED_LINES = 8;
+
+/** The readable text of a tool result (the sidecar's `details.display`, without the untrusted
+ * wrapper the model gets), cut to a few lines until the user expands it. */
+export function resultText(result: { content: unknown[]; details?: unknown }, expanded: boolean): string {
+	const display = (result.details as { display?: unknown } | undefined)?.display;
+	const first = result.content[0] as { type?: unknown; text?: unknown } | undefined;
+	const text = typeof display === "string" ? display : typeof first?.text === "string" ? first.text : "";
+	const lines = text.split("\n");
+	if (expanded || lines.length <= COLLAPSED_LINES) return text;
+	return [...lines.slice(0, COLLAPSED_LINES), `… ${lines.length - COLLAPSED_LINES} more line(s) (expand to see)`].join("\n");
+}
+
 async function callTool(name: string, args: Record<string, unknown>, ctx: ExtensionContext): Promise<ToolOutput> {
 	shared.ctx = ctx;
 	let result: ToolCallResult;
@@ -203,9 +225,10 @@ async function callTool(name: string, args: Record<string, unknown>, ctx: Extens
 }
 
 /** One Pi tool per row of the sidecar's table: the shim holds no tool of its own. */
-function registerTools(pi: ExtensionAPI): void {
+function registerTools(pi: ExtensionAPI, makeText: MakeText | undefined): void {
 	for (const row of TOOLS) {
 		pi.registerTool({
+			renderResult: makeText ? (result, options) => makeText(resultText(result, options.expanded)) : undefined,
 			name: row.name,
 			label: row.label,
 			description: row.description,
@@ -229,8 +252,13 @@ function registerCommands(pi: ExtensionAPI): void {
 	}
 }
 
-export function createMemoryBridge(pi: ExtensionAPI): void {
-	registerTools(pi);
+export interface BridgeHost {
+	/** Pi's text component (pi-tui `Text`), to draw tool results readably; none: Pi's default. */
+	makeText?: MakeText;
+}
+
+export function createMemoryBridge(pi: ExtensionAPI, host: BridgeHost = {}): void {
+	registerTools(pi, host.makeText);
 	registerCommands(pi);
 
 	pi.on("session_start", (event, ctx) => {

@@ -14,6 +14,9 @@ from pi_memory_bridge.commands.status import (
     describe_budget,
     describe_identity,
     describe_last_recall,
+    describe_recalled,
+    describe_session,
+    describe_waiting,
     outbox_problems,
     sdk_problems,
 )
@@ -22,6 +25,7 @@ from pi_memory_bridge.engine.backend_slot import BackendSlot
 from pi_memory_bridge.engine.capture import CaptureStats
 from pi_memory_bridge.engine.recall import Recall
 from pi_memory_bridge.engine.sessions import Sessions
+from pi_memory_bridge.outbox import OutboxCounts
 from pi_memory_bridge.redact import redact_text
 
 
@@ -57,10 +61,16 @@ class Status:
     async def report(self, pi_session_id: str = "") -> StatusReport:
         loaded = self._loaded
         problems = config_problems(loaded)
-        backend_ok, detail, counts = await self._backend_status(problems)
-        outbox = await self._outbox_status(problems)
         sdk = sdk_state()
-        problems += sdk_problems(loaded, sdk.startswith("installed"), sdk_install_command())
+        install = sdk_install_command()
+        missing_sdk = sdk_problems(loaded, sdk.startswith("installed"), install)
+        backend_ok, detail, counts = await self._backend_status([] if missing_sdk else problems)
+        # the SDK problem is why the backend is down: say it once, with its one fix
+        problems += missing_sdk
+        detail = detail.replace(install, "the install command above") if missing_sdk else detail
+        outbox, queued = await self._outbox_status(problems)
+        pause = self._slot.delivery.pause_reason if self._slot.delivery is not None else None
+        identity = self._sessions.get(pi_session_id)
         return StatusReport(
             version=__version__,
             protocol=PROTOCOL_VERSION,
@@ -69,7 +79,7 @@ class Status:
             backend_ok=backend_ok,
             backend_detail=detail,
             counts=counts,
-            identity=describe_identity(self._sessions.get(pi_session_id)),
+            identity=describe_identity(identity),
             config_sources=tuple(s.path or s.kind for s in loaded.sources),
             recall_budget=describe_budget(loaded),
             last_recall=describe_last_recall(self._recall.last),
@@ -78,6 +88,11 @@ class Status:
             sdk=sdk,
             log_file=str(self._log_file) if self._log_file else "stderr only",
             problems=tuple(problems),
+            session=describe_session(identity),
+            recalled=describe_recalled(self._recall.last),
+            waiting=describe_waiting(queued, pause)
+            if self._slot.delivery is not None
+            else "Waiting: nothing (captured turns go straight to the store, or capture is off).",
         )
 
     async def _backend_status(self, problems: list[Problem]) -> tuple[bool, str, dict[str, int]]:
@@ -89,7 +104,8 @@ class Status:
             detail = slot.backend_error or "not opened"
             problems.append(
                 Problem(
-                    f"backend unavailable: {detail}", "run `pi-memory-bridge doctor` for the details and fix"
+                    f"the memory store is unavailable: {detail}",
+                    "run `pi-memory-bridge doctor` for the details and fix",
                 )
             )
             return False, detail, {}
@@ -102,24 +118,24 @@ class Status:
         problems.extend(Problem(x, "see the log file for details") for x in st.problems)
         return st.ok, st.detail, dict(st.counts)
 
-    async def _outbox_status(self, problems: list[Problem]) -> str:
-        """The outbox line of the report; what is wrong goes into `problems`."""
+    async def _outbox_status(self, problems: list[Problem]) -> tuple[str, OutboxCounts | None]:
+        """The outbox line of the details and its counts; what is wrong goes into `problems`."""
         slot = self._slot
         if slot.delivery is None:
             if not slot.delivery_error:
-                return "off (capture disabled)"
+                return "off (capture disabled)", None
             problems.append(
                 Problem(
-                    f"outbox unavailable: {slot.delivery_error}",
+                    f"the queue of captured turns cannot be opened: {slot.delivery_error}",
                     "check the data directory's permissions and free space",
                 )
             )
-            return f"unavailable: {slot.delivery_error}"
+            return f"unavailable: {slot.delivery_error}", None
         try:
             queued = await slot.delivery.counts()
         except BackendError as exc:
             line = f"unreadable: {redact_text(str(exc)).text}"
-            problems.append(Problem(line, "see the log file"))
-            return line
+            problems.append(Problem(f"the queue of captured turns is {line}", "see the log file"))
+            return line, None
         problems += outbox_problems(queued, slot.delivery.pause_reason)
-        return describe_counts(queued, slot.delivery.pause_reason)
+        return describe_counts(queued, slot.delivery.pause_reason), queued

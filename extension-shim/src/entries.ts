@@ -13,9 +13,8 @@ export function projectEntries(entries: readonly unknown[]): EntryRef[] {
 			parentId: typeof e.parentId === "string" ? e.parentId : null,
 			type: typeof e.type === "string" ? e.type : "",
 		};
-		if (e.type === "message" && e.message) {
-			if (typeof e.message.role === "string") ref.role = e.message.role;
-			if (typeof e.message.timestamp === "number" && Number.isInteger(e.message.timestamp)) ref.ts = e.message.timestamp;
+		if (e.type === "message" && typeof e.message?.timestamp === "number" && Number.isInteger(e.message.timestamp)) {
+			ref.ts = e.message.timestamp;
 		}
 		out.push(ref);
 	}

@@ -8,11 +8,9 @@ export const CLIENT_VERSION = "0.1.0";
 export interface InitializeParams {
 	protocolVersion: string;
 	client: { name: string; version: string };
-	piVersion?: string;
 	agentDir?: string;
 	cwd: string;
 	projectTrusted: boolean;
-	mode: string;
 	hasUi: boolean;
 }
 
@@ -40,13 +38,26 @@ export interface EntryRef {
 	id: string;
 	parentId: string | null;
 	type: string;
-	role?: string;
+	/** The message's own timestamp (ms), for message entries. */
 	ts?: number;
+}
+
+export interface SessionParams {
+	piSessionId: string;
+	sessionFile?: string | null;
+	entries: EntryRef[];
+	leafId: string | null;
 }
 
 export interface SessionResult {
 	memorySessionId: string;
 	branch: string;
+}
+
+export interface RecallParams {
+	piSessionId: string;
+	prompt: string;
+	liveUserTimestamps: number[];
 }
 
 export interface RecallResult {
@@ -57,16 +68,41 @@ export interface RecallResult {
 	footer: Footer;
 }
 
+export interface TurnSettledParams {
+	piSessionId: string;
+	runs: unknown[][];
+	aborted: boolean | null;
+	entries: EntryRef[];
+	leafId: string | null;
+}
+
 export interface TurnSettledResult {
 	captured: number;
 	skipped: number;
 	footer: Footer;
 }
 
+export interface ToolCallParams {
+	name: string;
+	arguments: Record<string, unknown>;
+}
+
 export interface ToolCallResult {
 	text: string;
 	details: Record<string, unknown>;
 	isError: boolean;
+}
+
+export interface CommandRunParams {
+	name: string;
+	args: string;
+	hasUi: boolean;
+	piSessionId: string;
+}
+
+export interface CommandAnswerParams {
+	flowId: string;
+	answer: boolean | string | null;
 }
 
 export interface CommandStep {
@@ -104,3 +140,24 @@ export interface CommandRow {
 	command: string;
 	description: string;
 }
+
+export interface ShutdownParams {
+	reason: string;
+}
+
+export interface ShutdownResult {
+	drained: boolean;
+}
+
+/** Every request the shim sends: its params and its result, so a call is typed end to end. */
+export interface Requests {
+	"session/start": { params: SessionParams; result: SessionResult };
+	"session/tree": { params: SessionParams; result: SessionResult };
+	recall: { params: RecallParams; result: RecallResult };
+	"turn/settled": { params: TurnSettledParams; result: TurnSettledResult };
+	"tool/call": { params: ToolCallParams; result: ToolCallResult };
+	"command/run": { params: CommandRunParams; result: CommandStep };
+	"command/answer": { params: CommandAnswerParams; result: CommandStep };
+	shutdown: { params: ShutdownParams; result: ShutdownResult };
+}
+export type Method = keyof Requests;

@@ -11,12 +11,12 @@ const entries = [
 	null,
 ];
 
-test("projection keeps ids, links, types, roles and timestamps but never content", () => {
+test("projection keeps ids, links, types and timestamps but never content", () => {
 	const refs = projectEntries(entries);
 	assert.deepEqual(refs, [
 		{ id: "a1", parentId: null, type: "model_change" },
-		{ id: "b2", parentId: "a1", type: "message", role: "user", ts: 111 },
-		{ id: "c3", parentId: "b2", type: "message", role: "assistant", ts: 222 },
+		{ id: "b2", parentId: "a1", type: "message", ts: 111 },
+		{ id: "c3", parentId: "b2", type: "message", ts: 222 },
 		{ id: "d4", parentId: "c3", type: "label" },
 	]);
 	assert.ok(!JSON.stringify(refs).includes("secret"));

@@ -11,7 +11,6 @@ const init = (): InitializeParams => ({
 	client: { name: "test", version: "0" },
 	cwd: process.cwd(),
 	projectTrusted: false,
-	mode: "print",
 	hasUi: false,
 });
 

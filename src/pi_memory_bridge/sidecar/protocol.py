@@ -80,11 +80,9 @@ class ClientInfo(WireModel):
 class InitializeParams(WireModel):
     protocol_version: str = Field(max_length=20)
     client: ClientInfo
-    pi_version: str | None = Field(default=None, max_length=100)
     agent_dir: str | None = Field(default=None, max_length=4096)
     cwd: str = Field(max_length=4096)
     project_trusted: bool = False
-    mode: str = Field(default="unknown", max_length=20)
     has_ui: bool = False
 
 
@@ -118,14 +116,12 @@ class EntryRef(WireModel):
     id: str = Field(max_length=200)
     parent_id: str | None = Field(default=None, max_length=200)
     type: str = Field(default="", max_length=64)
-    role: str | None = Field(default=None, max_length=64)
     ts: int | None = None  # the message's own timestamp (ms), for message entries
 
 
 class SessionParams(WireModel):
     pi_session_id: str = Field(min_length=1, max_length=200)
     session_file: str | None = Field(default=None, max_length=4096)
-    reason: str | None = Field(default=None, max_length=32)
     entries: list[EntryRef] = Field(default_factory=list)
     leaf_id: str | None = Field(default=None, max_length=200)
 
@@ -193,7 +189,6 @@ ToolName = Literal[
 
 
 class ToolCallParams(WireModel):
-    pi_session_id: str = Field(default="", max_length=200)
     name: ToolName
     arguments: dict[str, Any]
 
@@ -243,7 +238,7 @@ class ShutdownParams(WireModel):
 
 
 class ShutdownResult(WireModel):
-    drained: bool
+    drained: bool  # whether the requests in flight finished before the answer
 
 
 class StatusChanged(WireModel):

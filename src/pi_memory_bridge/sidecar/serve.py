@@ -48,6 +48,7 @@ if TYPE_CHECKING:
     from pi_memory_bridge.engine.notifier import Notify
 
 log = logging.getLogger(__name__)
+SHUTDOWN_ANSWER_DRAIN_S = 0.8  # the shim waits 1 s for the answer to `shutdown`
 
 
 class LazyEngine:
@@ -134,8 +135,10 @@ def build_endpoint(
 
     @rpc.route("shutdown", ShutdownParams, before_init=True)
     async def shutdown(_p: ShutdownParams) -> ShutdownResult:
+        # the answer says whether the requests in flight finished; it claims no drain it did not wait for
+        drained = await rpc.drain_others(SHUTDOWN_ANSWER_DRAIN_S)
         stop.set()
-        return ShutdownResult(drained=True)
+        return ShutdownResult(drained=drained)
 
     return rpc
 

@@ -2,23 +2,33 @@
 
 Over a turn the status line goes ready -> recalled n -> ready: "recalled n" stays for the turn and
 the line returns to ready when the turn's capture is delivered (a `status/changed` from the
-background delivery), not stuck on "queued". A failing delivery shows "behind".
+background delivery), not stuck on "queued". A failing delivery shows "behind"; a paused project
+shows "paused"; a consolidation job waiting on its model shows "learning".
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
 
 from pi_memory_bridge import footer
+from pi_memory_bridge.backends.base import ConversationTurn
+from pi_memory_bridge.commands.pause import set_paused
 from pi_memory_bridge.engine.core import Engine
 from pi_memory_bridge.footer import FooterKind, FooterState
+from pi_memory_bridge.learning.model import Completion
 from pi_memory_bridge.outbox import OutboxCounts
 from pi_memory_bridge.sidecar.handshake import handshake
-from pi_memory_bridge.sidecar.protocol import InitializeParams, RecallParams, TurnSettledParams
+from pi_memory_bridge.sidecar.protocol import (
+    CommandRunParams,
+    InitializeParams,
+    RecallParams,
+    TurnSettledParams,
+)
 
 
 def test_every_state_renders_from_one_template() -> None:
@@ -142,4 +152,66 @@ async def test_configured_states(tmp_path: Path, config: dict[str, object], expe
     try:
         assert engine.footer() == expected
     finally:
+        await engine.shutdown()
+
+
+async def test_pause_is_a_footer_state_that_wins_until_resumed(tmp_path: Path) -> None:
+    said = Said()
+    engine = await _engine(tmp_path, said)
+    try:
+        engine.status_line.recalled(2)
+        assert set_paused(engine.pause.agent_dir, engine.pause.project, True).ok
+        assert engine.footer() == footer.PAUSED
+        recalled = await engine.recall(RecallParams(pi_session_id="s1", prompt="what do we deploy with?"))
+        assert recalled.footer.state is FooterKind.PAUSED and recalled.block is None
+        settled = await engine.turn_settled(TurnSettledParams(pi_session_id="s1", runs=_turn("hi", 1)))
+        assert settled.footer.state is FooterKind.PAUSED and settled.captured == 0
+        # the command's done step carries the state after it: ready again once resumed
+        done = await engine.command_run(CommandRunParams(name="resume", has_ui=True))
+        assert done.kind == "done" and "on again" in done.message
+        assert done.footer is not None and done.footer.state is not FooterKind.PAUSED
+    finally:
+        await engine.shutdown()
+
+
+class _SlowModel:
+    """A model that answers only when told to: a consolidation job in flight."""
+
+    def __init__(self) -> None:
+        self.release = asyncio.Event()
+        self.asked = asyncio.Event()
+
+    @property
+    def label(self) -> str:
+        return "test/slow"
+
+    async def complete(self, system: str, user: str, *, max_tokens: int, timeout_s: float) -> Completion:
+        self.asked.set()
+        await self.release.wait()
+        return Completion(text="not json", stop_reason="stop", input_tokens=1, output_tokens=1, model="t")
+
+
+async def test_learning_shows_while_a_job_waits_on_its_model_then_ready(tmp_path: Path) -> None:
+    said = Said()
+    engine = await _engine(tmp_path, said, {"learning": {"enabled": True}})
+    model = _SlowModel()
+    engine.learning.model = model
+    try:
+        backend = engine.slot.backend
+        assert backend is not None and engine.learning.memories is not None
+        when = datetime(2026, 11, 1, tzinfo=UTC)
+        await backend.add_turns([ConversationTurn("t1", "s1", "We deploy with Helm, always.", "ok", when)])
+        engine.learning.trigger("manual")
+        async with asyncio.timeout(10):
+            await model.asked.wait()
+        await said.until(FooterKind.LEARNING)
+        assert engine.footer() == footer.LEARNING
+        engine.status_line.recalled(3)  # a turn's recall is said over learning
+        assert engine.footer() == footer.recalled(3)
+        engine.status_line.turn_done()
+        model.release.set()
+        await said.until(FooterKind.READY)
+        assert engine.footer() == footer.READY
+    finally:
+        model.release.set()
         await engine.shutdown()

@@ -273,3 +273,17 @@ async def test_turns_still_on_their_way_through_the_outbox_are_picked_up(
     finally:
         engine.OUTBOX_RETRY_S = old
         await learning.close()
+
+
+async def test_the_status_sentence_says_the_state_in_words(tmp_path: Path, backend: LocalBackend) -> None:
+    learning, _ = _learning(tmp_path, backend, ScriptedModel())
+    assert "not allowed yet; you will be asked once" in learning.sentence()
+    learning.consent = False
+    assert learning.sentence().endswith("off; /tdai-memory-learning on allows it.")
+    learning.consent = True
+    assert "in the background" in learning.sentence()
+    learning._working_changed(1)  # a job waits on its model
+    assert learning.working and "a consolidation job is running now" in learning.sentence()
+    learning._working_changed(-1)
+    assert not learning.working
+    await learning.close()

@@ -10,6 +10,7 @@ from pi_memory_bridge.commands.status import (
     Problem,
     StatusReport,
     describe_budget,
+    describe_embeddings,
     describe_identity,
     describe_last_recall,
     describe_recalled,
@@ -123,3 +124,39 @@ def test_a_fix_shared_by_problems_is_printed_once_and_a_tree_path_is_not_a_branc
     assert text.count("run the fix") == 1 and "a is broken" in text and "b is broken" in text
     line = describe_session(BranchIdentity("0a1b2c3d-4e5f-6789-abcd-ef0123456789", "entry-42abcdef99"))
     assert "/tree path that starts at entry" in line and "branch" not in line
+
+
+def test_learning_catch_up_and_search_by_meaning_are_sentences_each_fix_once() -> None:
+    embeddings = describe_embeddings("loaded", "", 3)
+    report = _report(
+        learning_words="Learning from your sessions: off; /tdai-memory-learning on allows it.",
+        catch_up_words="Catching up on turns live capture missed: 2 turn(s) in Pi's session files are not "
+        "stored yet (see below).",
+        embeddings_words=embeddings,
+        learning="off (learning.enabled is false; /tdai-memory-learning on to allow it)",
+        catch_up="last pass 3 s ago; BEHIND by 2 turn(s): disk full",
+        embeddings="use-multilingual-v3 loaded; vectors L0 1/2, L1 1/3",
+        problems=(
+            Problem("memory is behind: 2 settled turn(s) are not captured yet", "free space in the data dir"),
+            Problem("the outbox could not write", "free space in the data dir"),
+        ),
+    )
+    main, _, details = render_status(report).partition("\nDetails")
+    assert "Learning from your sessions: off; /tdai-memory-learning on allows it." in main
+    assert "2 turn(s) in Pi's session files are not stored yet" in main
+    assert "Search by meaning: on; 3 remembered item(s) are still being indexed." in main
+    assert main.count("free space in the data dir") == 1  # the one fix, once, for both problems
+    assert "BEHIND" not in main and "vectors L0" not in main and "learning.enabled" not in main
+    assert "catch-up:       last pass" in details and "embeddings:     use-multilingual-v3" in details
+    assert "learning:       off (learning.enabled" in details
+    assert describe_embeddings("loaded", "", 0) == "Search by meaning: on; everything remembered is indexed."
+    off = describe_embeddings("unavailable", "weights damaged", None)
+    assert "off (weights damaged)" in off and "memory is searched by its words only" in off
+    assert "loading" in describe_embeddings("loading", "", None)
+
+
+def test_a_paused_project_is_the_headline() -> None:
+    text = render_status(_report(paused_project="/work/client-repo"))
+    first = text.splitlines()[0]
+    assert first.startswith("Memory is paused for this project (/work/client-repo)")
+    assert "/tdai-memory-resume" in first

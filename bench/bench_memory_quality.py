@@ -40,6 +40,7 @@ from typing import Any
 
 from pi_memory_bridge.backends.base import ConversationTurn
 from pi_memory_bridge.backends.local import LocalBackend
+from pi_memory_bridge.backends.local.memories import JobOp, JobRecord, LearnedMemories, new_job_id
 from pi_memory_bridge.embeddings import ModelHandle, load_use
 from pi_memory_bridge.embeddings.cache_dir import default_cache_root
 from pi_memory_bridge.embeddings.fusion import L0_PARAMS, L1_PARAMS, FusionParams
@@ -62,37 +63,65 @@ class Loaded:
     keyword: LocalBackend  # the same store, no model
     memory_ids: dict[str, str]  # set id -> store id
     reverse: dict[str, str]
-    superseded_in_store: bool
+    superseded: int  # memories stored superseded (valid_to and superseded_by set)
 
 
-def _supports_supersede(backend: LocalBackend) -> bool:
-    with backend.store.reading("inspecting the schema") as conn:
-        columns = {row[1] for row in conn.execute("PRAGMA table_info(atomic)")}
-    return "superseded_by" in columns
+ENRICHMENTS = ("recorded", "tags", "none")
 
 
-def _mark_superseded(backend: LocalBackend, old: str, new: str) -> None:
-    with backend.store.writing("marking a memory superseded") as conn:
-        conn.execute(
-            "UPDATE atomic SET superseded_by = ?, valid_to = updated_at WHERE memory_id = ?", (new, old)
+def _ops(memories: Sequence[dict[str, Any]], enrichment: str, targets: dict[str, str]) -> list[JobOp]:
+    recorded = _json(SET / "enrichment.json")["memories"]
+    ops: list[JobOp] = []
+    for m in memories:
+        cues = recorded[m["id"]] if enrichment != "none" else {"tags": [], "questions": []}
+        questions = cues["questions"] if enrichment == "recorded" else []
+        replaced = [targets[old] for old in m.get("replaces", ())]
+        ops.append(
+            JobOp(
+                op="supersede" if replaced else "add",
+                kind=m["type"],
+                text=m["content"],
+                targets=tuple(replaced),
+                tags=tuple(cues["tags"]),
+                questions=tuple(questions),
+            )
         )
+    return ops
 
 
-def load_set(root: Path, handle: ModelHandle, *, tags: bool = True) -> Loaded:
+def _store_ids(backend: LocalBackend) -> dict[str, str]:
+    with backend.store.reading("reading memory ids") as conn:
+        return {
+            str(text): str(memory_id)
+            for memory_id, text in conn.execute("SELECT memory_id, content FROM atomic")
+        }
+
+
+def load_set(root: Path, handle: ModelHandle, *, enrichment: str = "recorded") -> Loaded:
+    """The set's memories go in as consolidation writes them (two learning jobs: the first adds,
+    the second supersedes the memories a knowledge update replaced, which sets their `valid_to`
+    and `superseded_by`), each with the recorded write-time enrichment of enrichment.json."""
     backend = LocalBackend(root, embeddings=handle)
     keyword = LocalBackend(root)
-    supersede = _supports_supersede(backend)
-    ids: dict[str, str] = {}
     memories = _json(SET / "memories.json")["memories"]
-    for m in memories:
-        if m.get("superseded_by") and not supersede:
-            continue
-        extra = tuple(m.get("tags", ())) if tags else ()
-        ids[m["id"]] = backend.store.save_atomic(m["content"], m["type"], "bench", extra).id
-    if supersede:
-        for m in memories:
-            if m.get("superseded_by"):
-                _mark_superseded(backend, ids[m["id"]], ids[m["superseded_by"]])
+    successors = {m["superseded_by"]: m["id"] for m in memories if m.get("superseded_by")}
+    first = [m for m in memories if m["id"] not in successors]
+    learned = LearnedMemories(backend.store)
+    learned.apply_job(JobRecord(new_job_id(), "bench-fixture", 0, 0, (), tuple(_ops(first, enrichment, {}))))
+    by_text = _store_ids(backend)
+    set_ids = {m["id"]: by_text[m["content"]] for m in first}
+    second = [{**m, "replaces": [successors[m["id"]]]} for m in memories if m["id"] in successors]
+    learned.apply_job(
+        JobRecord(new_job_id(), "bench-fixture", 0, 0, (), tuple(_ops(second, enrichment, set_ids)))
+    )
+    by_text = _store_ids(backend)
+    ids = {m["id"]: by_text[m["content"]] for m in memories}
+    with backend.store.reading("counting superseded memories") as conn:
+        superseded = int(
+            conn.execute(
+                "SELECT count(*) FROM atomic WHERE valid_to IS NOT NULL AND superseded_by IS NOT NULL"
+            ).fetchone()[0]
+        )
     turns: list[ConversationTurn] = []
     for session in _json(SET / "sessions.json")["sessions"]:
         start = datetime.fromisoformat(session["at"])
@@ -113,7 +142,7 @@ def load_set(root: Path, handle: ModelHandle, *, tags: bool = True) -> Loaded:
     assert encoder is not None and backend.semantic is not None, handle.describe()
     backend.semantic.worker.drain(encoder)
     reverse = {v: k for k, v in ids.items()}
-    return Loaded(backend, keyword, ids, reverse, supersede)
+    return Loaded(backend, keyword, ids, reverse, superseded)
 
 
 @dataclass
@@ -280,7 +309,12 @@ async def main(argv: Sequence[str]) -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--split", choices=("dev", "test", "all"), default="all")
     ap.add_argument("--sweep", action="store_true")
-    ap.add_argument("--no-tags", action="store_true", help="store the memories without their topic tags")
+    ap.add_argument(
+        "--enrichment",
+        choices=ENRICHMENTS,
+        default="recorded",
+        help="the memories' recorded tags and questions (default), tags only, or neither (as hand-saved)",
+    )
     a = ap.parse_args(argv)
     import os
 
@@ -288,11 +322,11 @@ async def main(argv: Sequence[str]) -> None:
     cases = [c for c in _json(SET / "cases.json")["cases"] if a.split == "all" or c["split"] == a.split]
     with tempfile.TemporaryDirectory() as tmp:
         started = time.perf_counter()
-        loaded = load_set(Path(tmp), handle, tags=not a.no_tags)
-        superseded = "in the store, marked" if loaded.superseded_in_store else "left out (no column yet)"
+        loaded = load_set(Path(tmp), handle, enrichment=a.enrichment)
         print(
             f"memory set loaded in {time.perf_counter() - started:.1f} s ({handle.describe()}); "
-            f"superseded memories {superseded}; L1 topic tags {'off' if a.no_tags else 'on'}"
+            f"{loaded.superseded} memories stored superseded (valid_to, superseded_by); "
+            f"write-time enrichment: {a.enrichment}"
         )
         keyword_set = KeywordSet(Path(tmp) / "keyword-set", handle)
         if a.sweep:

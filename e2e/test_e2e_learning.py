@@ -61,8 +61,9 @@ def l1_section(block: str) -> str:
     return block[start : start + 1 + min(ends)] if ends else block[start:]
 
 
-def extract(*memories: tuple[str, str]) -> dict[str, Any]:
-    return {"memories": [{"kind": k, "text": t, "turns": ["t1"]} for k, t in memories]}
+def extract(*memories: tuple[str, str], **enrichment: list[str]) -> dict[str, Any]:
+    """An extract answer (prompt v2); `tags=` / `questions=` enrich every memory in it."""
+    return {"memories": [{"kind": k, "text": t, "turns": ["t1"], **enrichment} for k, t in memories]}
 
 
 def learned(rpc: PiRpcSession, env: PiEnv, count: int, timeout: float = 45) -> None:
@@ -75,17 +76,23 @@ def test_a_preference_is_learned_in_one_session_and_recalled_in_the_next(
 ) -> None:
     use_bridge(pi_env, config={"learning": FAST})
     memory = "The user wants table-driven tests for Go code."
-    fake_model.script_consolidation("extract", extract(("preference", memory)))
+    questions = ["How do I like my Go tests written?", "Go 代码的测试我喜欢怎么写？"]
+    tags = ["Go testing", "table-driven tests", "测试风格", "单元测试"]
+    answer = extract(("preference", memory), tags=tags, questions=questions)
+    fake_model.script_consolidation("extract", answer)
     rpc = pi_env.start_rpc(extensions=[SHIM])
     rpc.prompt_and_settle("For Go code I always want table-driven tests, please remember that.")
     learned(rpc, pi_env, 1)
     [row] = memories(pi_env)
-    assert (row["content"], row["type"], row["origin"], row["valid_to"]) == (
+    assert (row["content"], row["type"], row["origin"], row["valid_to"], row["tags"]) == (
         memory,
         "preference",
         "learned",
         None,
+        "\n".join(tags),
     )
+    with _db(pi_env) as con:  # the questions it answers are stored with it, for recall by meaning
+        assert [r[0] for r in con.execute("SELECT text FROM atomic_questions ORDER BY id")] == questions
     rpc.wait_until(lambda: any("+1 learned" in n.message for n in rpc.ui.notifications), timeout=10)
     profile = data_dir(pi_env) / "profile.learned.md"  # the learned profile follows the memories
     rpc.wait_until(lambda: profile.exists() and memory in profile.read_text(encoding="utf-8"), timeout=10)

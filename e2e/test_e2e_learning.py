@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import sqlite3
 import subprocess
+from pathlib import Path
 from typing import Any
 
 from bridge import SHIM, SIDECAR, data_dir, use_bridge
@@ -109,7 +110,30 @@ def test_a_preference_is_learned_in_one_session_and_recalled_in_the_next(
     block = recalled(fake_model)
     assert memory in l1_section(block)
     assert "[Profile (L3)]" in block and "Learned profile" in block
+
+    # asked in other words (no word of the memory, its tags or its questions), in a new session
+    # once its embedding model is up: recalled by meaning (how much the questions written beside
+    # a memory lift it among near-topic lures is measured in bench/bench_memory_quality.py)
+    log = data_dir(pi_env) / "logs" / "sidecar.log"
+    loads_before = _model_loads(log)
+    rpc = pi_env.start_rpc(extensions=[SHIM])
+    rpc.wait_until(lambda: _model_loads(log) > loads_before and _question_vectors(pi_env) == 2, timeout=60)
+    fake_model.script(TextReply("ok"))
+    rpc.prompt_and_settle("Which style of unit checks do I prefer for my parser?")
+    assert memory in l1_section(recalled(fake_model))
+    assert rpc.close() == 0
     assert fake_model.consolidation_unscripted == []
+
+
+def _model_loads(log: Path) -> int:
+    """How many sidecars have logged their embedding model loaded."""
+    lines = log.read_text(encoding="utf-8").splitlines() if log.exists() else []
+    return sum(1 for line in lines if "embedding model" in line and " loaded (" in line)
+
+
+def _question_vectors(env: PiEnv) -> int:
+    with _db(env) as con:
+        return int(con.execute("SELECT count(*) FROM atomic_question_vectors").fetchone()[0])
 
 
 def _supersede_mysql(env: PiEnv, fake: FakeModel) -> None:

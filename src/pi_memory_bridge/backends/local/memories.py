@@ -20,8 +20,14 @@ from typing import Literal
 from pi_memory_bridge import textsearch
 from pi_memory_bridge.backends.base import BackendError, BackendRejected
 from pi_memory_bridge.backends.local import fts
+from pi_memory_bridge.backends.local.question_schema import add_questions
 from pi_memory_bridge.backends.local.schema import ATOMIC_INDEX
-from pi_memory_bridge.backends.local.store import MAX_INDEXED_CHARS, SqliteMemoryStore, content_key
+from pi_memory_bridge.backends.local.store import (
+    MAX_INDEXED_CHARS,
+    SqliteMemoryStore,
+    clean_tags,
+    content_key,
+)
 
 OpKind = Literal["add", "skip", "supersede", "merge", "propose"]
 JobState = Literal["applied", "undone", "failed", "dropped"]
@@ -103,6 +109,10 @@ class JobOp:
     observed_at: datetime | None = None
     project: str | None = None
     why: str = ""
+    # write-time enrichment of the memory written (add/supersede/merge): topic tags, searched
+    # by keyword and embedded with the text, and questions it answers (extra vectors)
+    tags: tuple[str, ...] = ()
+    questions: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -513,12 +523,13 @@ class LearnedMemories:
                     raise JobConflict(f"two decisions replace the same memory ({', '.join(sorted(overlap))})")
                 claimed.update(op.targets)
                 memory_id = "at-" + secrets.token_hex(12)
-                tokens = _tokens(op.text)
+                tag_text = clean_tags(op.tags)
+                tokens = _tokens(f"{op.text}\n{tag_text}" if tag_text else op.text)
                 observed = op.observed_at or datetime.fromisoformat(now)
-                conn.execute(
+                cursor = conn.execute(
                     "INSERT INTO atomic(memory_id, type, content, content_key, source, created_at, "
-                    "updated_at, tokens, origin, source_turn_ids, observed_at, project, job_id) "
-                    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, 'learned', ?, ?, ?, ?)",
+                    "updated_at, tokens, tags, origin, source_turn_ids, observed_at, project, job_id) "
+                    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 'learned', ?, ?, ?, ?)",
                     (
                         memory_id,
                         op.kind,
@@ -528,12 +539,15 @@ class LearnedMemories:
                         now,
                         now,
                         tokens,
+                        tag_text,
                         json.dumps(list(op.source_turn_ids)),
                         _ts(observed),
                         op.project,
                         job_id,
                     ),
                 )
+                if cursor.lastrowid is not None:
+                    add_questions(conn, cursor.lastrowid, op.questions)
                 written_keys.add(key)
                 for target in op.targets if op.op != "add" else ():
                     # validity ends when the replacement was said (never before the old one was)

@@ -14,12 +14,18 @@ bundled model, and scores each case without an LLM, the way recall asks: L1 top 
     injected chars               size of the block recall would inject (mean per case)
 
 It also re-scores the L0 keyword set of tests/data/search_quality (recall@4) with both, the
-guard against regressions where keyword search already works. `--sweep` prints the dev-split
-metrics over a grid of fusion parameters (what the defaults in embeddings/fusion.py were
-chosen from). `--no-tags` stores the L1 memories without their topic tags (the tags stand for
-what consolidation writes beside each memory; see the set's about). Superseded memories are
-inserted only when the store can mark them superseded (an `atomic.superseded_by` column); until
-then they are left out, and leakage says so.
+guard against regressions where keyword search already works.
+
+The memories go into the store the way consolidation writes them: through learning jobs, the
+replaced memories of knowledge updates superseded by their successors (`valid_to`,
+`superseded_by` set), so stale leakage is measured on the store's own filter. Each carries its
+write-time enrichment as recorded in bench/memory_set/enrichment.json (topic tags and the
+questions it answers, written blind to the cases; see its about). `--enrichment tags` keeps
+only the tags, `--enrichment none` neither (a memory saved by hand).
+
+`--sweep` prints the dev-split metrics over a grid of fusion parameters (what the defaults in
+embeddings/fusion.py were chosen from), then, for abstention, the lowest dev false-recall that
+floor / confidence-gate rules reach at each level of paraphrase recall.
 """
 
 from __future__ import annotations
@@ -33,13 +39,14 @@ import tempfile
 import time
 from collections import defaultdict
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 from pi_memory_bridge.backends.base import ConversationTurn
 from pi_memory_bridge.backends.local import LocalBackend
+from pi_memory_bridge.backends.local.memories import JobOp, JobRecord, LearnedMemories, new_job_id
 from pi_memory_bridge.embeddings import ModelHandle, load_use
 from pi_memory_bridge.embeddings.cache_dir import default_cache_root
 from pi_memory_bridge.embeddings.fusion import L0_PARAMS, L1_PARAMS, FusionParams
@@ -62,37 +69,65 @@ class Loaded:
     keyword: LocalBackend  # the same store, no model
     memory_ids: dict[str, str]  # set id -> store id
     reverse: dict[str, str]
-    superseded_in_store: bool
+    superseded: int  # memories stored superseded (valid_to and superseded_by set)
 
 
-def _supports_supersede(backend: LocalBackend) -> bool:
-    with backend.store.reading("inspecting the schema") as conn:
-        columns = {row[1] for row in conn.execute("PRAGMA table_info(atomic)")}
-    return "superseded_by" in columns
+ENRICHMENTS = ("recorded", "tags", "none")
 
 
-def _mark_superseded(backend: LocalBackend, old: str, new: str) -> None:
-    with backend.store.writing("marking a memory superseded") as conn:
-        conn.execute(
-            "UPDATE atomic SET superseded_by = ?, valid_to = updated_at WHERE memory_id = ?", (new, old)
+def _ops(memories: Sequence[dict[str, Any]], enrichment: str, targets: dict[str, str]) -> list[JobOp]:
+    recorded = _json(SET / "enrichment.json")["memories"]
+    ops: list[JobOp] = []
+    for m in memories:
+        cues = recorded[m["id"]] if enrichment != "none" else {"tags": [], "questions": []}
+        questions = cues["questions"] if enrichment == "recorded" else []
+        replaced = [targets[old] for old in m.get("replaces", ())]
+        ops.append(
+            JobOp(
+                op="supersede" if replaced else "add",
+                kind=m["type"],
+                text=m["content"],
+                targets=tuple(replaced),
+                tags=tuple(cues["tags"]),
+                questions=tuple(questions),
+            )
         )
+    return ops
 
 
-def load_set(root: Path, handle: ModelHandle, *, tags: bool = True) -> Loaded:
+def _store_ids(backend: LocalBackend) -> dict[str, str]:
+    with backend.store.reading("reading memory ids") as conn:
+        return {
+            str(text): str(memory_id)
+            for memory_id, text in conn.execute("SELECT memory_id, content FROM atomic")
+        }
+
+
+def load_set(root: Path, handle: ModelHandle, *, enrichment: str = "recorded") -> Loaded:
+    """The set's memories go in as consolidation writes them (two learning jobs: the first adds,
+    the second supersedes the memories a knowledge update replaced, which sets their `valid_to`
+    and `superseded_by`), each with the recorded write-time enrichment of enrichment.json."""
     backend = LocalBackend(root, embeddings=handle)
     keyword = LocalBackend(root)
-    supersede = _supports_supersede(backend)
-    ids: dict[str, str] = {}
     memories = _json(SET / "memories.json")["memories"]
-    for m in memories:
-        if m.get("superseded_by") and not supersede:
-            continue
-        extra = tuple(m.get("tags", ())) if tags else ()
-        ids[m["id"]] = backend.store.save_atomic(m["content"], m["type"], "bench", extra).id
-    if supersede:
-        for m in memories:
-            if m.get("superseded_by"):
-                _mark_superseded(backend, ids[m["id"]], ids[m["superseded_by"]])
+    successors = {m["superseded_by"]: m["id"] for m in memories if m.get("superseded_by")}
+    first = [m for m in memories if m["id"] not in successors]
+    learned = LearnedMemories(backend.store)
+    learned.apply_job(JobRecord(new_job_id(), "bench-fixture", 0, 0, (), tuple(_ops(first, enrichment, {}))))
+    by_text = _store_ids(backend)
+    set_ids = {m["id"]: by_text[m["content"]] for m in first}
+    second = [{**m, "replaces": [successors[m["id"]]]} for m in memories if m["id"] in successors]
+    learned.apply_job(
+        JobRecord(new_job_id(), "bench-fixture", 0, 0, (), tuple(_ops(second, enrichment, set_ids)))
+    )
+    by_text = _store_ids(backend)
+    ids = {m["id"]: by_text[m["content"]] for m in memories}
+    with backend.store.reading("counting superseded memories") as conn:
+        superseded = int(
+            conn.execute(
+                "SELECT count(*) FROM atomic WHERE valid_to IS NOT NULL AND superseded_by IS NOT NULL"
+            ).fetchone()[0]
+        )
     turns: list[ConversationTurn] = []
     for session in _json(SET / "sessions.json")["sessions"]:
         start = datetime.fromisoformat(session["at"])
@@ -113,7 +148,7 @@ def load_set(root: Path, handle: ModelHandle, *, tags: bool = True) -> Loaded:
     assert encoder is not None and backend.semantic is not None, handle.describe()
     backend.semantic.worker.drain(encoder)
     reverse = {v: k for k, v in ids.items()}
-    return Loaded(backend, keyword, ids, reverse, supersede)
+    return Loaded(backend, keyword, ids, reverse, superseded)
 
 
 @dataclass
@@ -253,34 +288,112 @@ async def sweep(loaded: Loaded, cases: Sequence[dict[str, Any]], keyword_set: Ke
     semantics = (loaded.backend.semantic, keyword_set.backend.semantic)
     print("fusion parameter sweep (dev split; kw-set = tests/data/search_quality L0 recall@4)")
     grid = [
-        (w1, f1, w0, f0)
+        (q1, w1, f1, f0)
+        for q1 in (0.0, 0.25, 0.5, 0.75, 1.0)
         for w1 in (0.0, 0.1, 0.2)
-        for f1 in (0.15, 0.2, 0.25)
-        for w0 in (0.1, 0.3, 0.5)
-        for f0 in (0.25, 0.3, 0.35)
+        for f1 in (0.2, 0.25, 0.3)
+        for f0 in (0.3, 0.5)
     ]
-    for w1, f1, w0, f0 in grid:
+    for q1, w1, f1, f0 in grid:
         for semantic in semantics:
-            semantic.l1_params = FusionParams(keyword_weight=w1, min_score=f1)
-            semantic.l0_params = FusionParams(keyword_weight=w0, min_score=f0)
+            semantic.l1_params = FusionParams(keyword_weight=w1, min_score=f1, question_weight=q1)
+            semantic.l0_params = replace(L0_PARAMS, min_score=f0)
         s = summarize(await evaluate(loaded, loaded.backend, cases))
         sl = s["slices"]
         _, kw_set = await keyword_set.recall_at_4()
         print(
-            f"  L1 w={w1:<4} >={f1:<5} L0 w={w0:<4} >={f0:<5} para {sl['paraphrase'].r5:.2f}  "
+            f"  L1 q={q1:<4} w={w1:<4} >={f1:<5} L0 >={f0:<4} para {sl['paraphrase'].r5:.2f}  "
             f"ident {sl['identifier'].r1:.2f}  single {sl['single_fact'].r5:.2f}  "
             f"update {sl['update'].r5:.2f}  temporal {sl['temporal'].r5:.2f}  "
             f"abst {s['abstention_false_recall']:.2f}  all R@5 {s['all'].r5:.2f}  kw-set {kw_set:.3f}"
         )
     for semantic in semantics:
         semantic.l1_params, semantic.l0_params = L1_PARAMS, L0_PARAMS
+    await abstention_rules(loaded, cases)
+
+
+# --- abstention: can a cut-off rule tell "never said" from a paraphrase? -----------------------
+
+Scored = list[tuple[str, float]]  # (set id, fused score), best first
+
+
+def _gate(hits: Scored, floor: float, top_at_least: float, gap_at_least: float, limit: int) -> list[str]:
+    """Keep a layer's hits only when its best non-identifier score is high enough, or stands out
+    from the next five by enough (a margin over the lure-like crowd); identifier hits always."""
+    plain = [score for _, score in hits if score < L1_PARAMS.identifier_boost]
+    top = plain[0] if plain else float("-inf")
+    gap = top - statistics.mean(plain[1:6]) if len(plain) > 1 else float("inf")
+    confident = top >= top_at_least or gap >= gap_at_least
+    kept = [k for k, score in hits if score >= L1_PARAMS.identifier_boost or (confident and score >= floor)]
+    return kept[:limit]
+
+
+async def abstention_rules(loaded: Loaded, cases: Sequence[dict[str, Any]]) -> None:
+    """Dev split: the lowest abstention false-recall each rule reaches at a paraphrase R@5 level."""
+    semantic = loaded.backend.semantic
+    assert semantic is not None
+    semantic.l1_params = replace(L1_PARAMS, min_score=-5.0)
+    semantic.l0_params = replace(L0_PARAMS, min_score=-5.0)
+    lists: dict[str, tuple[Scored, Scored]] = {}
+    for c in cases:
+        l1 = await loaded.backend.search_atomic(c["query"], 30)
+        l0 = await loaded.backend.search_conversation(c["query"], 30)
+        lists[c["id"]] = (
+            [(loaded.reverse.get(m.id, m.id), m.score) for m in l1],
+            [(h.turn_id, h.score) for h in l0],
+        )
+    semantic.l1_params, semantic.l0_params = L1_PARAMS, L0_PARAMS
+    off = float("inf")
+    results: list[tuple[float, float, float, str]] = []  # (para R@5, ident R@1, false recall, rule)
+    for f1, t1, g1, f0, t0 in (
+        (f1, t1, g1, f0, t0)
+        for f1 in (0.2, 0.25, 0.3, 0.35)
+        for t1 in (0.3, 0.35, 0.4, 0.45, 0.5, 0.55, off)
+        for g1 in (0.05, 0.08, 0.1, 0.15, 0.2, off)
+        for f0 in (0.3, 0.4, 0.5)
+        for t0 in (0.4, 0.5, 0.6, off)
+    ):
+        para = ident = false = 0
+        n_para = n_ident = n_abst = 0
+        for c in cases:
+            l1, l0 = lists[c["id"]]
+            k1 = _gate(l1, f1, t1 if t1 != off else -off, g1 if t1 != off else -off, L1_LIMIT)
+            k0 = _gate(l0, f0, t0 if t0 != off else -off, off, L0_LIMIT)
+            if not c["gold"]:
+                n_abst += 1
+                false += bool(k1 or k0)
+                continue
+            ranks = [ids.index(g) + 1 for g in c["gold"] for ids in (k1, k0) if g in ids]
+            best = min(ranks) if ranks else None
+            if c["slice"] == "paraphrase":
+                n_para += 1
+                para += best is not None and best <= 5
+            if c["slice"] == "identifier":
+                n_ident += 1
+                ident += best == 1
+        rule = f"L1 >={f1} gated on top>={t1} or margin>={g1}; L0 >={f0} gated on top>={t0}"
+        results.append((para / n_para, ident / n_ident, false / n_abst, rule))
+    print("abstention: lowest dev false-recall per paraphrase R@5 level (identifier R@1 >= 0.95)")
+    for level in (0.9, 0.85, 0.8, 0.75, 0.7, 0.65, 0.6):
+        fits = [r for r in results if r[0] >= level and r[1] >= 0.95]
+        if fits:
+            para, ident, false, rule = min(fits, key=lambda r: (r[2], -r[0]))
+            print(
+                f"  para R@5 >= {level:.2f}: false recall {false:.2f} "
+                f"(para {para:.2f}, ident {ident:.2f}): {rule}"
+            )
 
 
 async def main(argv: Sequence[str]) -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--split", choices=("dev", "test", "all"), default="all")
     ap.add_argument("--sweep", action="store_true")
-    ap.add_argument("--no-tags", action="store_true", help="store the memories without their topic tags")
+    ap.add_argument(
+        "--enrichment",
+        choices=ENRICHMENTS,
+        default="recorded",
+        help="the memories' recorded tags and questions (default), tags only, or neither (as hand-saved)",
+    )
     a = ap.parse_args(argv)
     import os
 
@@ -288,11 +401,11 @@ async def main(argv: Sequence[str]) -> None:
     cases = [c for c in _json(SET / "cases.json")["cases"] if a.split == "all" or c["split"] == a.split]
     with tempfile.TemporaryDirectory() as tmp:
         started = time.perf_counter()
-        loaded = load_set(Path(tmp), handle, tags=not a.no_tags)
-        superseded = "in the store, marked" if loaded.superseded_in_store else "left out (no column yet)"
+        loaded = load_set(Path(tmp), handle, enrichment=a.enrichment)
         print(
             f"memory set loaded in {time.perf_counter() - started:.1f} s ({handle.describe()}); "
-            f"superseded memories {superseded}; L1 topic tags {'off' if a.no_tags else 'on'}"
+            f"{loaded.superseded} memories stored superseded (valid_to, superseded_by); "
+            f"write-time enrichment: {a.enrichment}"
         )
         keyword_set = KeywordSet(Path(tmp) / "keyword-set", handle)
         if a.sweep:

@@ -17,6 +17,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in items:
         if item.path.is_relative_to(_E2E_ROOT):
             item.add_marker(pytest.mark.e2e)
+            item.add_marker(pytest.mark.slow)  # real Pi processes: `-m "not slow"` skips them
 
 
 @pytest.fixture(scope="session", params=_INSTALLS, ids=[i.label for i in _INSTALLS])

@@ -204,7 +204,8 @@ def test_a_full_disk_during_the_turn_is_caught_up_once_space_is_freed(pi_env: Pi
         turn = f"said while the disk was full {uuid.uuid4().hex[:6]}"
         rpc.prompt_and_settle(turn)
         rpc.wait_until(
-            lambda: (rpc.ui.status("tdai-memory") or "").startswith("memory: capture failed"), timeout=20
+            lambda: (rpc.ui.status("tdai-memory") or "").startswith("memory: unavailable (capture failed"),
+            timeout=20,
         )
         if catch_up:
             # status says that memory is behind and why (catch-up retried the turn and hit the disk)

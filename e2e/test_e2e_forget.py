@@ -30,7 +30,8 @@ def test_forget_preview_no_then_choose_some(pi_env: PiEnv, fake_model: FakeModel
     _seed(pi_env, fake_model)
     assert all(SECRET not in t["user_text"] for t in stored_turns(pi_env))  # redacted at capture
 
-    dialogs = ScriptedDialogs().select("Delete all of them").confirm(False)
+    # every yes/no starts on No: Pi is shown a choice with "No" first
+    dialogs = ScriptedDialogs().select("Delete all of them", "No")
     rpc = pi_env.start_rpc(extensions=[SHIM], dialogs=dialogs)
     rpc.prompt_and_settle("/tdai-memory-forget billing")
     rpc.wait_until(lambda: any("nothing was deleted" in n.message for n in rpc.ui.notifications), timeout=15)
@@ -41,18 +42,20 @@ def test_forget_preview_no_then_choose_some(pi_env: PiEnv, fake_model: FakeModel
     assert rpc.close() == 0
 
     # choose one by one: keep the first candidate, forget the second, then confirm
-    dialogs = ScriptedDialogs().select("Choose one by one").confirm(False, True, True)
+    dialogs = ScriptedDialogs().select("Choose one by one", "No", "Yes", "Yes")
     rpc = pi_env.start_rpc(extensions=[SHIM], dialogs=dialogs)
     rpc.prompt_and_settle("/tdai-memory-forget billing")
     rpc.wait_until(lambda: any("deleted " in n.message for n in rpc.ui.notifications), timeout=15)
     report = next(n.message for n in rpc.ui.notifications if "deleted " in n.message)
-    first = next(d for d in rpc.ui.dialogs if d.request.method == "confirm")
-    kept_preview = str(first.request.raw.get("message", ""))
+    asked = [d for d in rpc.ui.dialogs if d.request.options == ["No", "Yes"]]
+    assert asked and all(d.request.method == "select" for d in asked)
+    first = asked[0]
+    kept_preview = first.request.title
     assert report.count("deleted ") == 1 and "FAILED" not in report
     remaining = _billing_rows(pi_env)
     assert len(remaining) == 1
     assert remaining[0][:40] in kept_preview  # exactly the one we kept is still there
-    assert rpc.ui.status("tdai-memory") == "memory: forgotten"
+    assert rpc.ui.status("tdai-memory") == "memory: ready"
     assert rpc.close() == 0
 
 
@@ -74,9 +77,7 @@ def test_forget_removes_a_turn_still_waiting_in_the_outbox(pi_env: PiEnv, fake_m
     with Outbox.open(data_dir(pi_env)) as box:
         assert box.counts().waiting == 1  # captured, waiting for the store to come back
 
-    rpc = pi_env.start_rpc(
-        extensions=[SHIM], dialogs=ScriptedDialogs().select("Delete all of them").confirm(True)
-    )
+    rpc = pi_env.start_rpc(extensions=[SHIM], dialogs=ScriptedDialogs().select("Delete all of them", "Yes"))
     rpc.prompt_and_settle("/tdai-memory-forget payroll")
     rpc.wait_until(lambda: any("deleted " in n.message for n in rpc.ui.notifications), timeout=15)
     preview = next(n.message for n in rpc.ui.notifications if "match" in n.message)

@@ -139,11 +139,14 @@ def test_the_pi_command_previews_asks_and_imports(pi_env: PiEnv) -> None:
     rpc = pi_env.start_rpc(extensions=[SHIM], dialogs=dialogs)
     rpc.prompt_and_settle("/tdai-memory-import")  # no answer scripted: the dialog is cancelled
     rpc.wait_until(lambda: any("import cancelled" in n.message for n in rpc.ui.notifications), timeout=30)
-    (confirm,) = [d for d in rpc.ui.dialogs if d.request.method == "confirm"]
-    assert f"Import {sum(RECORDED_TURNS.values())} turn(s)" in confirm.request.title
-    assert "in 6 session(s)" in confirm.request.message
+    # a yes/no is a choice that starts on No, its title the question and the preview below it
+    (confirm,) = [d for d in rpc.ui.dialogs if d.request.options == ["No", "Yes"]]
+    assert confirm.request.method == "select"
+    question, _, preview = confirm.request.title.partition("\n")
+    assert f"Import {sum(RECORDED_TURNS.values())} turn(s) from 6 session(s)" in question
+    assert "in 6 session(s)" in preview
     assert not stored_turns(pi_env)
-    dialogs.confirm(True)
+    dialogs.select("Yes")
     rpc.prompt_and_settle("/tdai-memory-import")
     rpc.wait_until(lambda: _texts(pi_env) == RECORDED_TURNS, timeout=60)
     assert rpc.close() == 0

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import sqlite3
 import subprocess
+from pathlib import Path
 from typing import Any
 
 from bridge import SHIM, SIDECAR, data_dir, use_bridge
@@ -61,8 +62,9 @@ def l1_section(block: str) -> str:
     return block[start : start + 1 + min(ends)] if ends else block[start:]
 
 
-def extract(*memories: tuple[str, str]) -> dict[str, Any]:
-    return {"memories": [{"kind": k, "text": t, "turns": ["t1"]} for k, t in memories]}
+def extract(*memories: tuple[str, str], **enrichment: list[str]) -> dict[str, Any]:
+    """An extract answer (prompt v2); `tags=` / `questions=` enrich every memory in it."""
+    return {"memories": [{"kind": k, "text": t, "turns": ["t1"], **enrichment} for k, t in memories]}
 
 
 def learned(rpc: PiRpcSession, env: PiEnv, count: int, timeout: float = 45) -> None:
@@ -75,17 +77,23 @@ def test_a_preference_is_learned_in_one_session_and_recalled_in_the_next(
 ) -> None:
     use_bridge(pi_env, config={"learning": FAST})
     memory = "The user wants table-driven tests for Go code."
-    fake_model.script_consolidation("extract", extract(("preference", memory)))
+    questions = ["How do I like my Go tests written?", "Go 代码的测试我喜欢怎么写？"]
+    tags = ["Go testing", "table-driven tests", "测试风格", "单元测试"]
+    answer = extract(("preference", memory), tags=tags, questions=questions)
+    fake_model.script_consolidation("extract", answer)
     rpc = pi_env.start_rpc(extensions=[SHIM])
     rpc.prompt_and_settle("For Go code I always want table-driven tests, please remember that.")
     learned(rpc, pi_env, 1)
     [row] = memories(pi_env)
-    assert (row["content"], row["type"], row["origin"], row["valid_to"]) == (
+    assert (row["content"], row["type"], row["origin"], row["valid_to"], row["tags"]) == (
         memory,
         "preference",
         "learned",
         None,
+        "\n".join(tags),
     )
+    with _db(pi_env) as con:  # the questions it answers are stored with it, for recall by meaning
+        assert [r[0] for r in con.execute("SELECT text FROM atomic_questions ORDER BY id")] == questions
     rpc.wait_until(lambda: any("+1 learned" in n.message for n in rpc.ui.notifications), timeout=10)
     profile = data_dir(pi_env) / "profile.learned.md"  # the learned profile follows the memories
     rpc.wait_until(lambda: profile.exists() and memory in profile.read_text(encoding="utf-8"), timeout=10)
@@ -102,7 +110,30 @@ def test_a_preference_is_learned_in_one_session_and_recalled_in_the_next(
     block = recalled(fake_model)
     assert memory in l1_section(block)
     assert "[Profile (L3)]" in block and "Learned profile" in block
+
+    # asked in other words (no word of the memory, its tags or its questions), in a new session
+    # once its embedding model is up: recalled by meaning (how much the questions written beside
+    # a memory lift it among near-topic lures is measured in bench/bench_memory_quality.py)
+    log = data_dir(pi_env) / "logs" / "sidecar.log"
+    loads_before = _model_loads(log)
+    rpc = pi_env.start_rpc(extensions=[SHIM])
+    rpc.wait_until(lambda: _model_loads(log) > loads_before and _question_vectors(pi_env) == 2, timeout=60)
+    fake_model.script(TextReply("ok"))
+    rpc.prompt_and_settle("Which style of unit checks do I prefer for my parser?")
+    assert memory in l1_section(recalled(fake_model))
+    assert rpc.close() == 0
     assert fake_model.consolidation_unscripted == []
+
+
+def _model_loads(log: Path) -> int:
+    """How many sidecars have logged their embedding model loaded."""
+    lines = log.read_text(encoding="utf-8").splitlines() if log.exists() else []
+    return sum(1 for line in lines if "embedding model" in line and " loaded (" in line)
+
+
+def _question_vectors(env: PiEnv) -> int:
+    with _db(env) as con:
+        return int(con.execute("SELECT count(*) FROM atomic_question_vectors").fetchone()[0])
 
 
 def _supersede_mysql(env: PiEnv, fake: FakeModel) -> None:

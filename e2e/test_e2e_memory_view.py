@@ -8,7 +8,7 @@ from collections import deque
 from pathlib import Path
 
 from bridge import SHIM, data_dir, stored_turns, use_bridge
-from harness import Answer, Cancelled, Confirmed, DialogRequest, FakeModel, PiEnv, TextReply, Value
+from harness import Answer, Cancelled, DialogRequest, FakeModel, PiEnv, TextReply, Value
 
 
 class PickByText:
@@ -23,8 +23,8 @@ class PickByText:
         if not self.answers:
             return Cancelled()
         want = self.answers.popleft()
-        if request.method == "confirm":
-            return Confirmed(bool(want))
+        if isinstance(want, bool) and request.options == ["No", "Yes"]:  # a yes/no, starting on No
+            return Value("Yes" if want else "No")
         if request.method == "select":
             picked = next((o for o in request.options if str(want) in o), None)
             return Value(picked) if picked is not None else Cancelled()
@@ -71,8 +71,9 @@ def test_the_view_lists_edits_and_forgets_a_saved_memory(pi_env: PiEnv) -> None:
     rpc = pi_env.start_rpc(extensions=[SHIM], dialogs=forget)
     rpc.prompt_and_settle("/tdai-memory")
     rpc.wait_until(lambda: any("1 change(s)" in n.message for n in rpc.ui.notifications), timeout=30)
-    confirm = next(d for d in forget.seen if d.method == "confirm")
-    assert "cannot be undone" in confirm.title and "Makefiles and Go" in confirm.message
+    confirm = next(d for d in forget.seen if d.options == ["No", "Yes"])
+    assert confirm.method == "select" and "cannot be undone" in confirm.title
+    assert "Makefiles and Go" in confirm.title  # the item, under the question
     assert any("deleted" in n.message for n in rpc.ui.notifications)
     assert rpc.close() == 0
     assert _memories(pi_env) == []

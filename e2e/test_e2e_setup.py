@@ -50,7 +50,7 @@ def test_setup_over_rpc_writes_a_working_config(pi_env: PiEnv) -> None:
         if req.method == "input":
             return Value(inputs.pop(0))
         if req.method == "select":
-            for wanted in (GATEWAY_FILE, TEAM, AGENT):
+            for wanted in (GATEWAY_FILE, TEAM, AGENT, "Yes"):  # a yes/no is a choice with "No" first
                 match = next((o for o in req.options if wanted in o), None)
                 if match is not None:
                     return Value(match)
@@ -59,7 +59,7 @@ def test_setup_over_rpc_writes_a_working_config(pi_env: PiEnv) -> None:
 
     rpc = pi_env.start_rpc(extensions=[SHIM], dialogs=answer)
     rpc.prompt_and_settle("/tdai-memory-setup", timeout=60)
-    rpc.wait_until(lambda: rpc.ui.status("tdai-memory") == "memory: configured", timeout=60)
+    rpc.wait_until(lambda: any("Memory setup saved" in n.message for n in rpc.ui.notifications), timeout=60)
     assert rpc.close() == 0
     path = data_dir(pi_env) / "config.json"
     assert stat.S_IMODE(path.stat().st_mode) == 0o600

@@ -84,7 +84,7 @@ def _configure(env: PiEnv) -> None:
 def _sync_answers(req: DialogRequest) -> Confirmed | Value | Cancelled:
     """Sync every server skill; a name clash with an earlier run's local copy is skipped."""
     if req.method == "select":
-        for wanted in (ALL, SKIP):
+        for wanted in (ALL, SKIP, "Yes"):  # a yes/no is a choice with "No" first
             if wanted in req.options:
                 return Value(wanted)
         return Cancelled()

@@ -10,19 +10,16 @@ from pathlib import Path
 from harness import PiEnv, ScriptedDialogs
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
-from pi_memory_bridge.commands.flows import Answer, FlowRegistry
-from pi_memory_bridge.sidecar.protocol import CommandStep
+from flow_driver import Step, drive
 from pi_memory_bridge.skills import SyncDeps, sync_skills_flow
 from pi_memory_bridge.skills._flow import ALL, KEEP_BOTH
 from skill_fake import FakeSkillClient, skill_md, source_with
 
 
-async def _sync(client: FakeSkillClient, skills_dir: Path, answers: list[Answer]) -> CommandStep:
-    flows = FlowRegistry()
-    step = await flows.start(sync_skills_flow(SyncDeps(source_with(client), "", skills_dir), "", has_ui=True))
-    while step.kind != "done":
-        step = await flows.answer(step.flow_id or "", answers.pop(0))
-    return step
+async def _sync(client: FakeSkillClient, skills_dir: Path, answers: list[object]) -> Step:
+    deps = SyncDeps(source_with(client), "", skills_dir)
+    steps = await drive(lambda dialog: sync_skills_flow(deps, "", dialog), answers)
+    return steps[-1]
 
 
 def _skill_names(env: PiEnv) -> set[str]:

@@ -61,7 +61,7 @@ def _configure(env: PiEnv) -> None:
 def _policy(conflict_answer: str) -> object:
     def answer(req: DialogRequest) -> Confirmed | Value | Cancelled:
         if req.method == "select":
-            for wanted in (ALL, conflict_answer):
+            for wanted in (ALL, conflict_answer, "Yes"):  # a yes/no is a choice with "No" first
                 if wanted in req.options:
                     return Value(wanted)
             return Cancelled()

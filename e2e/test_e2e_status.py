@@ -16,8 +16,10 @@ from pi_memory_bridge.outbox import Outbox
 def _status(env: PiEnv) -> tuple[str, str]:
     rpc = env.start_rpc(extensions=[SHIM], dialogs=ScriptedDialogs())
     rpc.prompt_and_settle("/tdai-memory-status")
-    rpc.wait_until(lambda: any("pi-memory-bridge" in n.message for n in rpc.ui.notifications), timeout=15)
-    report = next(n.message for n in rpc.ui.notifications if "pi-memory-bridge" in n.message)
+    rpc.wait_until(
+        lambda: any("Details (pi-memory-bridge" in n.message for n in rpc.ui.notifications), timeout=15
+    )
+    report = next(n.message for n in rpc.ui.notifications if "Details (pi-memory-bridge" in n.message)
     footer = rpc.ui.status("tdai-memory") or ""
     assert rpc.close() == 0
     return report, footer
@@ -26,9 +28,12 @@ def _status(env: PiEnv) -> tuple[str, str]:
 def test_healthy(pi_env: PiEnv) -> None:
     use_bridge(pi_env)
     report, footer = _status(pi_env)
-    assert ": healthy" in report and "problems:" not in report
-    assert "backend:      local - ok" in report
-    assert "outbox:       0 pending, 0 in flight, 0 dead, 0 quarantined" in report
+    assert report.startswith("Memory is on and working. It is stored on this machine.")
+    assert "Remembered: nothing yet." in report and "What is wrong" not in report
+    assert "Waiting: nothing; every captured turn is stored." in report
+    assert "This session: Pi session " in report and "its main conversation" in report
+    assert "backend:        local - ok" in report
+    assert "outbox:         0 pending, 0 in flight, 0 dead, 0 quarantined" in report
     assert footer == "memory: ready"
 
 
@@ -37,10 +42,10 @@ def test_damaged_store_names_the_problem_and_the_fix(pi_env: PiEnv) -> None:
     data_dir(pi_env).mkdir(parents=True, exist_ok=True)
     (data_dir(pi_env) / "memory.sqlite3").write_bytes(os.urandom(32 * 1024))
     report, footer = _status(pi_env)
-    assert "needs attention" in report
-    assert "backend:      local - unavailable" in report
+    assert report.startswith("Memory is not working right now")
+    assert "backend:        local - unavailable" in report
     assert "fix:" in report
-    assert footer == "memory: local unavailable"
+    assert footer.startswith("memory: unavailable (local store: "), footer
 
 
 def test_a_dead_letter_is_shown_with_its_fix(pi_env: PiEnv) -> None:
@@ -57,7 +62,7 @@ def test_a_dead_letter_is_shown_with_its_fix(pi_env: PiEnv) -> None:
     box.close()
     report, _footer = _status(pi_env)
     assert "1 dead" in report
-    assert "1 capture record(s) were rejected by the backend" in report
+    assert "the memory store refused 1 captured turn(s)" in report
     assert "/tdai-memory-outbox list dead" in report
 
 
@@ -77,5 +82,6 @@ def test_a_missing_sdk_is_named_with_the_install_command(pi_env: PiEnv) -> None:
     report, footer = _status(pi_env)
     assert "the MemoryCore SDK is not installed" in report
     assert "pip install" in report and "tencentdb-agent-memory-sdk-python-v2" in report
-    assert "backend:      memorycore - unavailable" in report
+    assert report.count("pip install") == 1  # the one fix, printed once
+    assert "backend:        memorycore - unavailable" in report
     assert footer.startswith("memory:")

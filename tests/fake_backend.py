@@ -33,7 +33,7 @@ class FakeBackend:
         self.atomic: list[AtomicMemory] = []
         self.scenarios: dict[str, ScenarioNote] = {}
         self.profile: Profile | None = None
-        self.skills: list[SkillHit] = []
+        self.skill_hits: list[SkillHit] = []
         self.hang: set[str] = set()  # method names that never answer
         self.fail: dict[str, Exception] = {}
         self.unreadable: set[str] = set()
@@ -87,7 +87,7 @@ class FakeBackend:
 
     async def search_skills(self, query: str, limit: int) -> list[SkillHit]:
         await self._gate("search_skills")
-        return self.skills[:limit]
+        return self.skill_hits[:limit]
 
     async def delete_conversation(self, turn_ids: Sequence[str]) -> DeleteReport:
         return DeleteReport()
@@ -97,6 +97,9 @@ class FakeBackend:
 
     async def status(self) -> BackendStatus:
         return BackendStatus(ok=True, backend="fake", counts={"turns": len(self.turns)})
+
+    def skills(self) -> None:
+        return None
 
     async def close(self) -> None:
         return None

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from catchup_files import DATA, PI_VERSIONS, T0_MS, SessionWriter, copy_fixture
+from flow_driver import start
 from memorycore_fake import FAKE_API_KEY, FakeMemoryCore, fake_sdk_bindings, serve
 from pi_memory_bridge.backends.base import BackendUnavailable, ConversationTurn
 from pi_memory_bridge.backends.local import LocalBackend
@@ -21,7 +22,6 @@ from pi_memory_bridge.catchup.importer import ImportPlan, ImportScope, KnownIds,
 from pi_memory_bridge.catchup.runner import CatchUpRunner
 from pi_memory_bridge.catchup.service import known_ids_via
 from pi_memory_bridge.catchup.state import CatchUpState
-from pi_memory_bridge.commands.flows import FlowRegistry
 from pi_memory_bridge.commands.import_flow import ImportDeps, ImportOutcome, import_flow, parse_import_args
 from pi_memory_bridge.outbox import DeliveryWorker, Outbox
 from pi_memory_bridge.sidecar.protocol import EntryRef
@@ -183,30 +183,35 @@ async def test_without_a_ui_the_flow_shows_the_preview_and_imports_nothing(
     agent: Path, outbox: Outbox
 ) -> None:
     runs: list[int] = []
-    step = await FlowRegistry().start(import_flow(_deps(agent, outbox, runs), "", has_ui=False))
+    deps = _deps(agent, outbox, runs)
+    step = (await start(lambda d: import_flow(deps, "", d), has_ui=False)).step
     assert step.kind == "done" and step.level == "warning" and "--yes" in step.message
     assert f"{EXPECTED_TURNS} turn(s)" in step.message and runs == []
 
 
 async def test_the_answer_decides_and_no_is_the_default(agent: Path, outbox: Outbox) -> None:
     runs: list[int] = []
-    flows = FlowRegistry()
+    deps = _deps(agent, outbox, runs)
     for answer in (None, False):
-        step = await flows.start(import_flow(_deps(agent, outbox, runs), "", has_ui=True))
-        assert step.kind == "confirm" and f"Import {EXPECTED_TURNS} turn(s)" in step.title
-        step = await flows.answer(step.flow_id or "", answer)
+        running = await start(lambda d: import_flow(deps, "", d))
+        step = running.step
+        # the question starts on No and names what an import adds
+        assert step.kind == "confirm" and step.raw.options == ["No", "Yes"]
+        assert f"Import {EXPECTED_TURNS} turn(s) from " in step.title and "session(s)" in step.title
+        step = await running.answer(answer)
         assert step.message == "import cancelled: nothing imported"
     assert runs == []
-    step = await flows.start(import_flow(_deps(agent, outbox, runs), "", has_ui=True))
-    step = await flows.answer(step.flow_id or "", True)
+    running = await start(lambda d: import_flow(deps, "", d))
+    step = await running.answer(True)
     assert step.message == f"imported {EXPECTED_TURNS}" and runs == [EXPECTED_TURNS]
-    step = await flows.start(import_flow(_deps(agent, outbox, runs), "--yes", has_ui=False))
-    assert "nothing to import" in step.message
+    step = (await start(lambda d: import_flow(deps, "--yes", d), has_ui=False)).step
+    assert "nothing to import" in step.message  # nothing to do: nothing is asked
 
 
 async def test_yes_imports_without_asking(agent: Path, outbox: Outbox) -> None:
     runs: list[int] = []
-    step = await FlowRegistry().start(import_flow(_deps(agent, outbox, runs), "--yes", has_ui=False))
+    deps = _deps(agent, outbox, runs)
+    step = (await start(lambda d: import_flow(deps, "--yes", d), has_ui=False)).step
     assert step.kind == "done" and runs == [EXPECTED_TURNS]
 
 
@@ -224,9 +229,8 @@ def test_arguments_are_parsed_with_paths_relative_to_the_cwd(tmp_path: Path) -> 
 
 
 async def test_a_missing_session_file_is_an_error(agent: Path, outbox: Outbox) -> None:
-    step = await FlowRegistry().start(
-        import_flow(_deps(agent, outbox, []), "--session /nope/x.jsonl --yes", has_ui=False)
-    )
+    deps = _deps(agent, outbox, [])
+    step = (await start(lambda d: import_flow(deps, "--session /nope/x.jsonl --yes", d), has_ui=False)).step
     assert step.level == "error" and "not a session file" in step.message
 
 

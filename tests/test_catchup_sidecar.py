@@ -146,8 +146,8 @@ async def test_the_import_command_previews_confirms_and_imports_in_the_backgroun
         assert headless.kind == "done" and "15 turn(s) in 1 session(s)" in headless.message
         assert "nothing imported" in headless.message
         ask = await sidecar.command_run(CommandRunParams(name="import", args="", has_ui=True))
-        assert ask.kind == "confirm"
-        started = await sidecar.command_answer(CommandAnswerParams(flow_id=ask.flow_id or "", answer=True))
+        assert ask.kind == "select" and ask.options == ["No", "Yes"]  # a confirm, starting on No
+        started = await sidecar.command_answer(CommandAnswerParams(flow_id=ask.flow_id or "", answer="Yes"))
         assert "in the background" in started.message
         for _ in range(500):
             if sidecar.catch_up.imports is not None and sidecar.catch_up.imports.line.startswith("done"):

@@ -5,11 +5,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from fake_backend import FakeBackend, mem, turn
+from flow_driver import Step
+from flow_driver import drive as drive_flow
 from pi_memory_bridge.backends.base import BackendUnavailable, DeleteReport
-from pi_memory_bridge.commands.flows import FlowRegistry
 from pi_memory_bridge.commands.forget import ALL, CANCEL, CHOOSE, ForgetDeps, forget_flow
 from pi_memory_bridge.outbox.delivery import PendingMatch
-from pi_memory_bridge.sidecar.protocol import CommandStep
 
 SECRET = "ghp_" + "a1B2c3D4e5F6g7H8i9J0k1L2m3N4o5P6q7R8"
 
@@ -33,14 +33,8 @@ def backend() -> DeletingBackend:
     return b
 
 
-async def drive(
-    deps: ForgetDeps, query: str, answers: list[object], *, has_ui: bool = True
-) -> list[CommandStep]:
-    flows = FlowRegistry()
-    steps = [await flows.start(forget_flow(deps, query, has_ui=has_ui))]
-    while steps[-1].kind != "done":
-        steps.append(await flows.answer(steps[-1].flow_id or "", answers.pop(0)))  # type: ignore[arg-type]
-    return steps
+async def drive(deps: ForgetDeps, query: str, answers: list[object], *, has_ui: bool = True) -> list[Step]:
+    return await drive_flow(lambda dialog: forget_flow(deps, query, dialog), answers, has_ui=has_ui)
 
 
 async def test_preview_is_redacted_and_no_deletes_without_yes() -> None:
@@ -72,7 +66,7 @@ async def test_choosing_some_deletes_exactly_those_and_reports_them() -> None:
     assert [m.content for m in b.atomic] == [f"deploy token is {SECRET}"]
     assert b.turns == []
     assert report.count("deleted ") == 2 and "FAILED" not in report
-    assert steps[-1].status_text == "memory: forgotten"
+    assert steps[-1].level == "info" and not steps[-1].reload
 
 
 async def test_outbox_records_are_found_and_removed() -> None:

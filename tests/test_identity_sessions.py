@@ -47,11 +47,12 @@ def shim_projection(entry: Json) -> Json | None:
         "type": entry.get("type") if isinstance(entry.get("type"), str) else "",
     }
     message = entry.get("message")
-    if entry.get("type") == "message" and isinstance(message, dict):
-        if isinstance(message.get("role"), str):
-            ref["role"] = message["role"]
-        if isinstance(message.get("timestamp"), int):
-            ref["ts"] = message["timestamp"]
+    if (
+        entry.get("type") == "message"
+        and isinstance(message, dict)
+        and isinstance(message.get("timestamp"), int)
+    ):
+        ref["ts"] = message["timestamp"]
     return ref
 
 

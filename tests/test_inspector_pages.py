@@ -150,7 +150,7 @@ async def test_the_overview_says_it_in_plain_words(client: httpx.AsyncClient) ->
     html = (await client.get("/")).text
     assert "2 memories" in html and "2 conversation turns" in html and "1 project note" in html
     assert "1 turn rejected by the store" in html  # the dead outbox record
-    assert "capture record(s) were rejected" in html and "requeue or purge" in html  # a problem and its fix
+    assert "the memory store refused 1 captured turn(s)" in html and "requeue or purge" in html  # and its fix
     assert "Why these?" in html  # the last recall trace
 
 

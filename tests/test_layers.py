@@ -12,8 +12,8 @@ import pytest
 PACKAGE = "pi_memory_bridge"
 SRC = Path(__file__).resolve().parents[1] / "src" / PACKAGE
 
-FOUNDATION, WIRE, DOMAIN, ENGINE, ENTRY = range(5)
-LAYER_NAMES = ("foundation", "wire", "domain", "engine", "entry point")
+FOUNDATION, DOMAIN, WIRE, ENGINE, ENTRY = range(5)
+LAYER_NAMES = ("foundation", "domain", "wire", "engine", "entry point")
 
 # Keys are module names below the package; the longest matching prefix decides. Low to high.
 LAYERS: dict[str, int] = {
@@ -24,10 +24,10 @@ LAYERS: dict[str, int] = {
     "deadline": FOUNDATION,  # the current recall's deadline, read deep below it
     "surrogates": FOUNDATION,  # lone UTF-16 surrogates made U+FFFD at every boundary
     "private_files": FOUNDATION,  # 0600/0700 for everything we create
+    "footer": FOUNDATION,  # the footer's states and their text: named by flows, sent on the wire
     "redact": FOUNDATION,
     "config": FOUNDATION,
     "rpc": FOUNDATION,  # generic JSON-RPC 2.0 transport: knows nothing of memory
-    "sidecar.protocol": WIRE,  # the wire models: pydantic only, spoken by the engine and the flows
     "embeddings": DOMAIN,  # the bundled model, its cache, hybrid fusion
     "backends": DOMAIN,
     "catchup": DOMAIN,  # turns live capture missed, from Pi's session files; import
@@ -38,7 +38,11 @@ LAYERS: dict[str, int] = {
     "tools": DOMAIN,
     "skills": DOMAIN,
     "commands": DOMAIN,
-    "learning": DOMAIN,  # consolidation into L1: jobs, validation, scheduling (engine wires it)
+    "learning": DOMAIN,  # consolidation into L1: jobs, validation, scheduling
+    "sidecar.protocol": WIRE,  # the wire models: the engine maps the domain to them at its edge
+    # learning's wiring into the sidecar: it speaks the wire (model/complete, notice, consent)
+    "learning.engine": ENGINE,
+    "learning.shim_model": ENGINE,
     "engine": ENGINE,
     "sidecar": ENTRY,
     "cli": ENTRY,
@@ -139,8 +143,13 @@ def test_every_top_level_package_has_a_layer() -> None:
         ("capture/prepare.py", "from ..cli import main\n", "capture.prepare:1"),
         # `from package import module` is judged by the module
         ("config/_env.py", "from pi_memory_bridge import sidecar\n", "config._env:1"),
-        # the wire models sit low, the rest of `sidecar` high
-        ("commands/flows.py", "from pi_memory_bridge.sidecar import serve\n", "commands.flows:1"),
+        # the domain never sees the wire (flows answer through a Dialog), nor the rest of `sidecar`
+        (
+            "commands/forget.py",
+            "from pi_memory_bridge.sidecar.protocol import CommandStep\n",
+            "commands.forget:1",
+        ),
+        ("commands/forget.py", "from pi_memory_bridge.sidecar import serve\n", "commands.forget:1"),
         ("newpkg/thing.py", "import os\n", "newpkg.thing: no layer"),
     ],
 )
@@ -153,4 +162,5 @@ def test_the_check_allows_downward_and_wire_imports() -> None:
     source = (
         "from pi_memory_bridge.sidecar.protocol import CommandStep\nfrom pi_memory_bridge.redact import x\n"
     )
-    assert violations(SRC / "commands/flows.py", source) == []
+    assert violations(SRC / "engine/dialogs.py", source) == []
+    assert violations(SRC / "commands/forget.py", "from pi_memory_bridge.footer import READY\n") == []

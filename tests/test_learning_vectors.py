@@ -15,7 +15,7 @@ from pi_memory_bridge.backends.base import BackendRejected
 from pi_memory_bridge.backends.local import DB_FILENAME, LocalBackend
 from pi_memory_bridge.backends.local.memories import LearnedMemories
 from pi_memory_bridge.backends.local.schema import MIGRATIONS
-from pi_memory_bridge.backends.local.vectors import ensure_schema
+from pi_memory_bridge.backends.local.vectors import ATOMIC_VECTORS, TURN_VECTORS
 from pi_memory_bridge.embeddings import ModelHandle
 
 MYSQL = "The project uses MySQL as its database."
@@ -40,7 +40,14 @@ def _v3_store_with_a_vector(db: Path) -> None:
         "INSERT INTO atomic_df(term, df) VALUES (?, 1)",
         [(t,) for t in ("no", "magic", "numbers", "codestyle")],
     )
-    ensure_schema(conn, "test-model")
+    # the vector tables of that release: L0 and L1 text only (vector schema 1, no questions yet)
+    for spec in (TURN_VECTORS, ATOMIC_VECTORS):
+        for statement in spec.ddl():
+            conn.execute(statement)
+    conn.executemany(
+        "INSERT INTO meta VALUES (?, ?)",
+        [("vector_generation", "0"), ("vector_schema", "1"), ("vector_model", "test-model")],
+    )
     conn.execute("INSERT INTO atomic_vectors(row_id, vec) VALUES (1, zeroblob(1024))")
     conn.close()
 

@@ -225,12 +225,10 @@ async def test_limit_is_respected(backend: LocalBackend) -> None:
     assert await backend.search_conversation("deploy", 0) == []
 
 
-async def test_a_one_megabyte_query_is_fast(backend: LocalBackend) -> None:
+async def test_a_one_megabyte_query_finds_the_turn(backend: LocalBackend) -> None:
     await backend.add_turns([turn("t", "parse the config and retry the query", "ok")])
     huge = "parse the config and retry the 数据库 query " * 25_000
-    started = time.perf_counter()
-    hits = await backend.search_conversation(huge, 4)
-    assert time.perf_counter() - started < 1.0
+    hits = await backend.search_conversation(huge, 4)  # its speed: bench/bench_bounds.py
     assert [h.turn_id for h in hits] == ["t"]
 
 
@@ -523,7 +521,8 @@ async def test_writes_past_busy_timeout_raise_unavailable_while_reads_go_on(back
         started = time.perf_counter()
         with pytest.raises(BackendUnavailable, match="locked"):
             await backend.add_turns([turn("t2", "blocked")])
-        assert 0.25 < time.perf_counter() - started < 5
+        # it waited for the lock (busy_timeout 300 ms) before giving up; the figure: bench_bounds.py
+        assert time.perf_counter() - started > 0.25
         with pytest.raises(BackendUnavailable):
             await backend.save_atomic("blocked too", "fact", "user")
         # WAL: readers are not blocked by a writer

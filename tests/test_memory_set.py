@@ -3,7 +3,8 @@
 Above all: a paraphrase case shares no search token with the memory that answers it, under
 the store's own tokenizer (the same one that builds the full-text index), so keyword search
 cannot find it and only a search by meaning can. Also: every id a case names exists, and
-each slice has both dev and test cases.
+each slice has both dev and test cases, and every memory has a recorded write-time enrichment
+that the extract prompt's schema accepts.
 """
 
 from __future__ import annotations
@@ -15,6 +16,8 @@ from typing import Any
 import pytest
 
 from pi_memory_bridge import textsearch
+from pi_memory_bridge.learning.parse import Refused, parse_answer
+from pi_memory_bridge.learning.schemas import ExtractAnswer
 
 SET = Path(__file__).resolve().parent.parent / "bench" / "memory_set"
 
@@ -63,3 +66,16 @@ def test_the_set_is_large_enough_and_split() -> None:
         splits = {c["split"] for c in CASES if c["slice"] == slice_name}
         assert splits == {"dev", "test"}, slice_name
     assert {c["lang"] for c in CASES if c["slice"] == "paraphrase"} == {"en", "zh", "cross"}
+
+
+def test_every_memory_has_a_recorded_enrichment_the_extract_schema_accepts() -> None:
+    # the recorded answers stand for what the v2 extract prompt gets back: the same caps apply
+    recorded = _load("enrichment.json")["memories"]
+    memories = _load("memories.json")["memories"]
+    assert set(recorded) == {m["id"] for m in memories}
+    for m in memories:
+        cues = recorded[m["id"]]
+        item = {"kind": "fact", "text": m["content"], "turns": ["t1"], **cues}
+        answer = parse_answer(json.dumps({"memories": [item]}, ensure_ascii=False), ExtractAnswer)
+        assert not isinstance(answer, Refused), (m["id"], answer)
+        assert len(cues["tags"]) >= 3 and len(cues["questions"]) >= 2, m["id"]

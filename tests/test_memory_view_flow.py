@@ -8,15 +8,17 @@ from pathlib import Path
 
 import pytest
 
+from flow_driver import Step, start
+from pi_memory_bridge import footer
 from pi_memory_bridge.backends.local import LocalBackend
-from pi_memory_bridge.commands.flows import Answer, Flow, FlowRegistry
+from pi_memory_bridge.commands.dialog import Flow
 from pi_memory_bridge.commands.forget import ForgetDeps
 from pi_memory_bridge.commands.memory_flow import BACK, CLOSE, EDIT, FORGET, SEARCH, TITLE, memory_flow
-from pi_memory_bridge.commands.pause import PAUSED_FOOTER, ProjectPause, project_key, set_paused
+from pi_memory_bridge.commands.pause import ProjectPause, project_key, set_paused
+from pi_memory_bridge.commands.status import render_status
 from pi_memory_bridge.config import global_config_path, load_config
-from pi_memory_bridge.engine import footer
 from pi_memory_bridge.engine.core import Engine
-from pi_memory_bridge.sidecar.protocol import CommandStep, RecallParams, ToolCallParams, TurnSettledParams
+from pi_memory_bridge.sidecar.protocol import Footer, RecallParams, ToolCallParams, TurnSettledParams
 
 SECRET = "sk-proj-" + "Zx9Yw8Vu7Ts6Rq5Po4Nm3Lk2Ji1Hg0FeDcBa98"
 
@@ -32,21 +34,25 @@ class Driver:
     """Walks a flow, answering each step with the next scripted answer (or a picker)."""
 
     def __init__(self, flow: Flow) -> None:
-        self.flows = FlowRegistry()
         self.flow = flow
-        self.steps: list[CommandStep] = []
+        self.steps: list[Step] = []
 
-    async def run(self, *answers: Answer | str) -> CommandStep:
-        step = await self.flows.start(self.flow)
+    async def run(self, *answers: bool | str | None) -> Step:
+        running = await start(self.flow)
+        step = running.step
         self.steps.append(step)
         for answer in answers:
             if step.kind == "done":
                 break
             if isinstance(answer, str) and answer.startswith("~") and step.kind == "select":
                 answer = next(o for o in step.options if answer[1:] in o)  # pick by a part of the label
-            step = await self.flows.answer(step.flow_id or "", answer)
+            step = await running.answer(answer)
             self.steps.append(step)
         return step
+
+
+async def _headless(flow: Flow) -> Step:
+    return (await start(flow, has_ui=False)).step
 
 
 async def test_browse_by_kind_edit_and_forget(backend: LocalBackend) -> None:
@@ -54,7 +60,7 @@ async def test_browse_by_kind_edit_and_forget(backend: LocalBackend) -> None:
     doomed = await backend.save_atomic("the staging db is called blue", "fact", "model")
     backend.write_profile("Backend developer.")
     deps = ForgetDeps(backend, "")
-    d = Driver(memory_flow(deps, "", has_ui=True))
+    d = Driver(lambda dialog: memory_flow(deps, "", dialog))
     end = await d.run(
         "~Preferences (1)", "~prefers tabs", EDIT, f"prefers spaces, key {SECRET}", BACK, BACK,
         "~Facts (1)", "~staging db", FORGET, True, BACK, CLOSE,
@@ -63,7 +69,7 @@ async def test_browse_by_kind_edit_and_forget(backend: LocalBackend) -> None:
     assert menu.title == TITLE and "2 memories" in menu.message and "a profile" in menu.message
     assert menu.options[0] == "Profile" and SEARCH in menu.options
     editor = next(s for s in d.steps if s.kind == "editor")
-    assert editor.prefill == "prefers tabs over spaces"
+    assert editor.raw.prefill == "prefers tabs over spaces"
     after_edit = d.steps[d.steps.index(editor) + 1]
     assert after_edit.message.startswith("edited") and "1 secret(s) redacted" in after_edit.message
     stored = (await backend.list_atomic(5, ids=[kept.id]))[0]
@@ -76,7 +82,7 @@ async def test_browse_by_kind_edit_and_forget(backend: LocalBackend) -> None:
 
 async def test_not_confirmed_forgets_nothing_and_search_lists_recent_on_empty(backend: LocalBackend) -> None:
     saved = await backend.save_atomic("uses zsh", "fact", "user")
-    d = Driver(memory_flow(ForgetDeps(backend, ""), "", has_ui=True))
+    d = Driver(lambda dialog: memory_flow(ForgetDeps(backend, ""), "", dialog))
     end = await d.run(SEARCH, "", "~uses zsh", FORGET, False, None)
     listing = next(s for s in d.steps if s.title.startswith("Most recent"))
     assert any("uses zsh" in o for o in listing.options)
@@ -87,11 +93,11 @@ async def test_not_confirmed_forgets_nothing_and_search_lists_recent_on_empty(ba
 
 async def test_without_a_ui_it_prints_an_overview_and_changes_nothing(backend: LocalBackend) -> None:
     await backend.save_atomic("likes go", "preference", "user")
-    step = await FlowRegistry().start(memory_flow(ForgetDeps(backend, ""), "", has_ui=False))
+    step = await _headless(lambda dialog: memory_flow(ForgetDeps(backend, ""), "", dialog))
     assert step.kind == "done" and "1 memory" in step.message and "likes go" in step.message
-    found = await FlowRegistry().start(memory_flow(ForgetDeps(backend, ""), "go", has_ui=False))
+    found = await _headless(lambda dialog: memory_flow(ForgetDeps(backend, ""), "go", dialog))
     assert "Matches for 'go'" in found.message and "likes go" in found.message
-    down = await FlowRegistry().start(memory_flow(ForgetDeps(None, "store is damaged"), "", has_ui=True))
+    down = (await start(lambda dialog: memory_flow(ForgetDeps(None, "store is damaged"), "", dialog))).step
     assert down.level == "error" and "store is damaged" in down.message
 
 
@@ -126,7 +132,6 @@ def test_pause_is_written_privately_seen_at_once_and_keeps_other_settings(tmp_pa
     )
     assert not set_paused(agent, pause_a.project, True).changed  # already paused
     assert set_paused(agent, pause_a.project, False).changed and not pause_a.paused()
-    assert PAUSED_FOOTER == footer.PAUSED
 
 
 def test_a_config_file_with_errors_is_not_rewritten(tmp_path: Path) -> None:
@@ -147,18 +152,19 @@ async def test_a_paused_project_gets_no_recall_no_capture_and_no_tools(tmp_path:
     try:
         assert set_paused(agent, project_key(work), True).ok
         recalled = await engine.recall(RecallParams(pi_session_id="s", prompt="what do I like?"))
-        assert recalled.outcome == "disabled" and recalled.status_text == footer.PAUSED
+        assert recalled.outcome == "disabled" and recalled.footer == Footer.of(footer.PAUSED)
         answer = {"role": "assistant", "content": [{"type": "text", "text": "hello"}], "stopReason": "stop"}
         run = [{"role": "user", "content": "hi", "timestamp": 1}, answer]
         settled = await engine.turn_settled(TurnSettledParams(pi_session_id="s", runs=[run]))
-        assert settled.captured == 0 and settled.status_text == footer.PAUSED
+        assert settled.captured == 0 and settled.footer == Footer.of(footer.PAUSED)
         tool = await engine.tool_call(
             ToolCallParams(name="tdai_memory_save", arguments={"content": "likes go"})
         )
         assert tool.is_error and "paused" in tool.text
         assert engine.footer() == footer.PAUSED
         report = await engine.status_report()
-        assert report.paused_project == project_key(work) and report.footer() == footer.PAUSED
+        assert report.paused_project == project_key(work)
+        assert "Memory is paused for this project" in render_status(report)
         assert set_paused(agent, project_key(work), False).ok
         assert engine.footer() == footer.READY
     finally:

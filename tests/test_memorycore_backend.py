@@ -417,7 +417,10 @@ async def test_a_caller_that_gives_up_does_not_cancel_the_shared_load() -> None:
     with pytest.raises(TimeoutError):
         await asyncio.wait_for(cache.get("k", slow), timeout=0.01)
     release.set()
-    await asyncio.sleep(0.01)
+    for _ in range(1000):  # the abandoned load still finishes in the background and fills the cache
+        if cache.peek("k") is not None:
+            break
+        await asyncio.sleep(0)
     assert cache.peek("k") == "v"
 
 

@@ -64,7 +64,7 @@ def settle(sidecar: SidecarProcess, **extra: Any) -> dict[str, Any]:
 def test_a_no_session_run_is_not_captured_and_status_says_why(sidecar: SidecarProcess) -> None:
     result = settle(sidecar, sessionPersisted=False)
     assert result["captured"] == 0 and result["reasons"] == ["no-session run"]
-    assert result["statusText"] == "memory: not captured (no-session run)"
+    assert result["footer"]["state"] == "ready"  # not the user's conversation: nothing to report
     settle(sidecar, sessionPersisted=False)
     report = sidecar.call("command/run", {"name": "status"})["result"]["message"]
     assert "2 run(s) not captured [no-session run x2]" in report

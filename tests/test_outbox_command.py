@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from flow_driver import drive
 from pi_memory_bridge.backends.base import ConversationTurn
-from pi_memory_bridge.commands.flows import FlowRegistry
 from pi_memory_bridge.commands.outbox_ops import OutboxDeps, outbox_flow
 from pi_memory_bridge.outbox import DeliveryReport, Outbox, OutboxCounts
 from pi_memory_bridge.sidecar.protocol import CommandStep
@@ -28,11 +28,8 @@ def box(tmp_path: Path) -> Iterator[Outbox]:
 
 
 async def run(deps: OutboxDeps, args: str, answers: list[object], *, has_ui: bool = True) -> CommandStep:
-    flows = FlowRegistry()
-    step = await flows.start(outbox_flow(deps, args, has_ui=has_ui))
-    while step.kind != "done":
-        step = await flows.answer(step.flow_id or "", answers.pop(0))  # type: ignore[arg-type]
-    return step
+    steps = await drive(lambda dialog: outbox_flow(deps, args, dialog), answers, has_ui=has_ui)
+    return steps[-1].raw
 
 
 async def test_status_and_list(box: Outbox) -> None:
@@ -69,3 +66,17 @@ async def test_flush_reports_what_happened(box: Outbox) -> None:
         "cannot deliver now: store down"
         in (await run(OutboxDeps(box, "store down", None), "flush", [])).message
     )
+
+
+async def test_purge_asks_with_the_count_it_will_purge_and_not_at_all_when_none(box: Outbox) -> None:
+    deps = OutboxDeps(box, "", None)
+    # a pending record cannot be purged: say so, ask nothing (it was "Purge 0 record(s)?")
+    steps = await drive(lambda dialog: outbox_flow(deps, "purge turn-1", dialog), [])
+    assert len(steps) == 1 and "Nothing to purge" in steps[0].message
+    steps = await drive(lambda dialog: outbox_flow(deps, "purge all", dialog), [False])
+    assert steps[0].kind == "confirm" and steps[0].title == "Purge all 1 record(s) (1 dead, 0 quarantined)?"
+    steps = await drive(lambda dialog: outbox_flow(deps, "purge turn-0", dialog), [False])
+    assert steps[0].title == "Purge 1 record(s)?"
+    await run(deps, "purge all", [True])
+    steps = await drive(lambda dialog: outbox_flow(deps, "purge all", dialog), [])
+    assert len(steps) == 1 and "no dead or quarantined records" in steps[0].message

@@ -21,6 +21,8 @@ from outbox_child import producer_and_sequence
 from pi_memory_bridge.backends.local import DB_FILENAME as STORE_FILENAME
 from pi_memory_bridge.outbox import BackoffPolicy, Outbox, OutboxCounts
 
+pytestmark = pytest.mark.slow  # SIGKILLed child processes
+
 CHILD = Path(__file__).with_name("outbox_child.py")
 # The children's retry schedule: every backoff step is passed within a fraction of a second.
 CHILD_RETRY = BackoffPolicy(base_s=0.02, factor=2.0, cap_s=0.1)

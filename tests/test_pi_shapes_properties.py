@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -27,6 +28,8 @@ from pi_memory_bridge.capture.pi_shapes import (
     ToolPair,
     extract_turns,
 )
+
+pytestmark = pytest.mark.slow  # property tests over generated conversations
 
 FIXTURES = Path(__file__).parent / "data" / "pi_messages"
 RECORDED: list[tuple[list[Any], bool | None]] = [

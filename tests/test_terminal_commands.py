@@ -41,11 +41,11 @@ def _count(root: Path) -> tuple[int, int]:
 
 
 def test_forget_asks_and_deletes_only_after_yes(store: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    answers = iter(["1", "n"])  # "delete all", then "no" at the final confirmation
+    answers = iter(["2", "n"])  # "delete all" (second: one by one comes first), then "no" at the end
     assert forget("billing", ask=lambda _prompt: next(answers)) == 0
     assert "nothing was deleted" in capsys.readouterr().out
     assert _count(store) == (2, 1)
-    answers = iter(["1", "y"])
+    answers = iter(["2", "y"])
     assert forget("billing", ask=lambda _prompt: next(answers)) == 0
     out = capsys.readouterr().out
     assert out.count("deleted ") == 2

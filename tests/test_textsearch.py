@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import sqlite3
-import time
 
 import pytest
 from hypothesis import given, settings
@@ -115,11 +114,9 @@ def test_query_terms_are_deduplicated_and_capped() -> None:
     assert len(query_terms(words)) == 32
 
 
-def test_a_one_megabyte_query_is_fast() -> None:
+def test_a_one_megabyte_query_keeps_a_few_terms() -> None:
     huge = "parse the config and retry the 数据库 query " * 25_000
-    started = time.perf_counter()
-    terms = query_terms(huge)
-    assert time.perf_counter() - started < 0.5
+    terms = query_terms(huge)  # its speed: bench/bench_bounds.py
     assert "config" in terms
     assert len(terms) <= 32
 

@@ -14,6 +14,7 @@ export function projectEntries(entries: readonly unknown[]): EntryRef[] {
 			type: typeof e.type === "string" ? e.type : "",
 		};
 		if (e.type === "message" && e.message) {
+			// the role and time let capture key a user turn by its entry id (catch-up finds it again)
 			if (typeof e.message.role === "string") ref.role = e.message.role;
 			if (typeof e.message.timestamp === "number" && Number.isInteger(e.message.timestamp)) ref.ts = e.message.timestamp;
 		}

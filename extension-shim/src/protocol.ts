@@ -1,4 +1,6 @@
-/** Wire types of the shim <-> sidecar protocol (the Python side documents every method: pi_memory_bridge/protocol.py). */
+/** Wire types of the shim <-> sidecar protocol (the Python side documents every method: pi_memory_bridge/sidecar/protocol.py). */
+import type { FOOTER_TEMPLATES } from "./generated/tables.ts";
+
 export const PROTOCOL_VERSION = "1.0";
 export const CLIENT_NAME = "pi-memory-bridge-shim";
 export const CLIENT_VERSION = "0.1.0";
@@ -6,12 +8,22 @@ export const CLIENT_VERSION = "0.1.0";
 export interface InitializeParams {
 	protocolVersion: string;
 	client: { name: string; version: string };
-	piVersion?: string;
 	agentDir?: string;
 	cwd: string;
 	projectTrusted: boolean;
-	mode: string;
 	hasUi: boolean;
+}
+
+/** A footer state the sidecar names (pi_memory_bridge/footer.py lists them). */
+export type FooterStateName = keyof typeof FOOTER_TEMPLATES;
+
+/** Pi's status line: the typed state and the text to show. The shim shows `text`, keeps the
+ * state, and never reads meaning out of the text. */
+export interface Footer {
+	state: FooterStateName;
+	count?: number | null;
+	reason?: string | null;
+	text: string;
 }
 
 export interface InitializeResult {
@@ -19,15 +31,24 @@ export interface InitializeResult {
 	serverVersion: string;
 	config: { ok: boolean; backend: string; enabled: boolean; problems: string[]; sources: string[] };
 	recall: { deadlineMs: number; enabled: boolean };
-	statusText: string;
+	footer: Footer;
 }
 
 export interface EntryRef {
 	id: string;
 	parentId: string | null;
 	type: string;
+	/** The message's role, for message entries (capture keys a user turn by its entry id). */
 	role?: string;
+	/** The message's own timestamp (ms), for message entries. */
 	ts?: number;
+}
+
+export interface SessionParams {
+	piSessionId: string;
+	sessionFile?: string | null;
+	entries: EntryRef[];
+	leafId: string | null;
 }
 
 export interface SessionResult {
@@ -35,12 +56,18 @@ export interface SessionResult {
 	branch: string;
 }
 
+export interface RecallParams {
+	piSessionId: string;
+	prompt: string;
+	liveUserTimestamps: number[];
+}
+
 export interface RecallResult {
 	block: string | null;
 	outcome: string;
 	elapsedMs: number;
 	chars: number;
-	statusText: string;
+	footer: Footer;
 }
 
 export interface TurnSettledParams {
@@ -56,7 +83,12 @@ export interface TurnSettledParams {
 export interface TurnSettledResult {
 	captured: number;
 	skipped: number;
-	statusText: string;
+	footer: Footer;
+}
+
+export interface ToolCallParams {
+	name: string;
+	arguments: Record<string, unknown>;
 }
 
 export interface ToolCallResult {
@@ -65,17 +97,87 @@ export interface ToolCallResult {
 	isError: boolean;
 }
 
+export interface CommandRunParams {
+	name: string;
+	args: string;
+	hasUi: boolean;
+	piSessionId: string;
+}
+
+export interface CommandAnswerParams {
+	flowId: string;
+	answer: boolean | string | null;
+}
+
 export interface CommandStep {
-	kind: "done" | "confirm" | "select" | "input" | "editor";
+	/** A yes/no question comes as a select with "No" first (Pi's confirm cannot start on No). */
+	kind: "done" | "select" | "input" | "editor";
 	flowId?: string | null;
 	title: string;
 	message: string;
 	options: string[];
 	placeholder: string;
+	/** An editor step: the text to start from. */
 	prefill?: string;
 	level: "info" | "warning" | "error";
-	statusText?: string | null;
+	/** On a done step: the status line after the command. */
+	footer?: Footer | null;
+	/** On a done step: reload Pi (it reads skills and configuration at start-up). */
+	reload?: boolean;
 }
+
+export interface StatusChanged {
+	footer: Footer;
+}
+
+/** One `tdai_*` tool as the sidecar defines it (src/generated/tables.ts holds every row). */
+export interface ToolRow {
+	name: string;
+	label: string;
+	description: string;
+	promptSnippet: string;
+	/** JSON Schema of the arguments, the same the sidecar validates with. */
+	parameters: Record<string, unknown>;
+}
+
+/** One `/tdai-memory*` command: the Pi name, the name `command/run` carries, the description. */
+export interface CommandRow {
+	name: string;
+	command: string;
+	description: string;
+}
+
+export interface LearningTriggerParams {
+	piSessionId: string;
+	reason: "compact" | "idle" | "manual";
+}
+
+export interface LearningTriggerResult {
+	scheduled: boolean;
+	detail: string;
+}
+
+export interface ShutdownParams {
+	reason: string;
+}
+
+export interface ShutdownResult {
+	drained: boolean;
+}
+
+/** Every request the shim sends: its params and its result, so a call is typed end to end. */
+export interface Requests {
+	"session/start": { params: SessionParams; result: SessionResult };
+	"session/tree": { params: SessionParams; result: SessionResult };
+	recall: { params: RecallParams; result: RecallResult };
+	"turn/settled": { params: TurnSettledParams; result: TurnSettledResult };
+	"tool/call": { params: ToolCallParams; result: ToolCallResult };
+	"command/run": { params: CommandRunParams; result: CommandStep };
+	"command/answer": { params: CommandAnswerParams; result: CommandStep };
+	"learning/trigger": { params: LearningTriggerParams; result: LearningTriggerResult };
+	shutdown: { params: ShutdownParams; result: ShutdownResult };
+}
+export type Method = keyof Requests;
 
 /** sidecar -> shim request: one completion on the user's model (learning). */
 export interface ModelCompleteParams {

@@ -15,13 +15,13 @@
  *   and kills a child that never answered or stopped answering.
  */
 import { spawn, type ChildProcess } from "node:child_process";
-import { existsSync } from "node:fs";
 import type { Socket } from "node:net";
-import { dirname, join, resolve } from "node:path";
+import { dirname, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
-import { locateSidecar } from "./locate.ts";
+import { unavailable } from "./footer.ts";
+import { locateSidecar, type Located } from "./locate.ts";
 import { RpcClient, RpcClosed, RpcError, RpcTimeout, type RequestHandler, type RequestOptions } from "./rpc.ts";
-import { PROTOCOL_VERSION, type InitializeParams, type InitializeResult } from "./protocol.ts";
+import { PROTOCOL_VERSION, type Footer, type InitializeParams, type InitializeResult } from "./protocol.ts";
 
 export const SHIM_DIR = resolve(dirname(fileURLToPath(import.meta.url)), "..");
 /** The handshake's deadline when the caller gives none (the default recall deadline + pipe slack). */
@@ -31,28 +31,8 @@ const MAX_BACKOFF_MS = 60_000;
 
 export type SidecarState = "idle" | "starting" | "ready" | "failed" | "stopped";
 
-/** `PI_MEMORY_BRIDGE_CMD` (a JSON array, or words split on spaces), else the checkout's venv, else PATH. */
-export function resolveCommand(env: NodeJS.ProcessEnv, shimDir: string = SHIM_DIR): { cmd: string; args: string[] } {
-	const raw = env.PI_MEMORY_BRIDGE_CMD?.trim();
-	if (raw) {
-		let parts: string[] | undefined;
-		if (raw.startsWith("[")) {
-			try {
-				const parsed: unknown = JSON.parse(raw);
-				if (Array.isArray(parsed) && parsed.length > 0 && parsed.every((p) => typeof p === "string")) parts = parsed;
-			} catch {
-				parts = undefined;
-			}
-		}
-		parts ??= raw.split(/\s+/);
-		return { cmd: parts[0]!, args: parts.slice(1) };
-	}
-	const venv = join(shimDir, "..", ".venv", "bin", "pi-memory-bridge");
-	return { cmd: existsSync(venv) ? venv : "pi-memory-bridge", args: ["serve"] };
-}
-
 export interface SidecarEvents {
-	onStatus(text: string): void;
+	onStatus(footer: Footer): void;
 	onNotification(method: string, params: unknown): void;
 	onRequest?: RequestHandler; // requests from the sidecar (model/complete)
 }
@@ -60,6 +40,8 @@ export interface SidecarEvents {
 export interface SidecarOptions {
 	/** How long the handshake may take, read at each spawn: the recall deadline, so a turn never waits longer. */
 	handshakeMs?: () => number;
+	/** Where the sidecar is, looked up at each spawn; default `locateSidecar` (locate.ts). */
+	locate?: (env: NodeJS.ProcessEnv) => Located;
 }
 
 export class Sidecar {
@@ -76,6 +58,7 @@ export class Sidecar {
 	private readonly initParams: () => InitializeParams;
 	private readonly env: NodeJS.ProcessEnv;
 	private readonly handshakeMs: () => number;
+	private readonly locate: (env: NodeJS.ProcessEnv) => Located;
 
 	constructor(
 		initParams: () => InitializeParams,
@@ -87,6 +70,7 @@ export class Sidecar {
 		this.events = events;
 		this.env = env;
 		this.handshakeMs = options.handshakeMs ?? (() => DEFAULT_HANDSHAKE_MS);
+		this.locate = options.locate ?? ((e) => locateSidecar(e, SHIM_DIR));
 	}
 
 	get pid(): number | undefined {
@@ -188,7 +172,7 @@ export class Sidecar {
 	}
 
 	private spawnChild(): void {
-		const found = locateSidecar(this.env, SHIM_DIR);
+		const found = this.locate(this.env);
 		if (!found.ok) return this.fail(found.reason);
 		const { cmd, args } = found;
 		this.state = "idle";
@@ -237,7 +221,7 @@ export class Sidecar {
 				this.state = "ready";
 				this.backoffMs = FIRST_BACKOFF_MS;
 				this.initResult = result;
-				this.events.onStatus(result.statusText);
+				this.events.onStatus(result.footer);
 				return result;
 			},
 			(e: Error) => {
@@ -265,7 +249,7 @@ export class Sidecar {
 		this.backoffMs = Math.min(this.backoffMs * 2, MAX_BACKOFF_MS);
 		this.rpc?.close(reason);
 		this.child = undefined;
-		this.events.onStatus(`memory: unavailable (${reason.slice(0, 120)})`);
+		this.events.onStatus(unavailable(reason));
 	}
 }
 

@@ -4,7 +4,7 @@ import { spawn } from "node:child_process";
 import { mkdtempSync, readFileSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { resolveCommand, settleWithin, Sidecar, SHIM_DIR } from "../src/sidecar.ts";
+import { settleWithin, Sidecar, SHIM_DIR } from "../src/sidecar.ts";
 import { RpcTimeout } from "../src/rpc.ts";
 import type { InitializeParams } from "../src/protocol.ts";
 
@@ -16,7 +16,6 @@ const init = (): InitializeParams => ({
 	client: { name: "test", version: "0" },
 	cwd: process.cwd(),
 	projectTrusted: false,
-	mode: "print",
 	hasUi: false,
 });
 
@@ -36,7 +35,7 @@ process.stdin.on("data", (c) => {
   while ((i = buf.indexOf("\\n")) >= 0) {
     const m = JSON.parse(buf.slice(0, i)); buf = buf.slice(i + 1);
     const result = m.method === "initialize"
-      ? { protocolVersion: "1.0", serverVersion: "t", config: {}, recall: { deadlineMs: 300, enabled: true }, statusText: "memory: ready" }
+      ? { protocolVersion: "1.0", serverVersion: "t", config: {}, recall: { deadlineMs: 300, enabled: true }, footer: { state: "ready", text: "memory: ready" } }
       : { echo: m.method };
     process.stdout.write(JSON.stringify({ jsonrpc: "2.0", id: m.id, result }) + "\\n");
   }
@@ -44,15 +43,9 @@ process.stdin.on("data", (c) => {
 process.stdin.on("end", () => process.exit(0));
 `;
 
-test("resolveCommand: env JSON array, env words, default venv/PATH", () => {
-	assert.deepEqual(resolveCommand({ PI_MEMORY_BRIDGE_CMD: '["/x y/py", "-m", "mod"]' }), { cmd: "/x y/py", args: ["-m", "mod"] });
-	assert.deepEqual(resolveCommand({ PI_MEMORY_BRIDGE_CMD: " tool serve --v " }), { cmd: "tool", args: ["serve", "--v"] });
-	assert.deepEqual(resolveCommand({}, "/nonexistent/shim").args, ["serve"]);
-});
-
 test("a healthy sidecar answers calls and stops cleanly", async () => {
 	const statuses: string[] = [];
-	const sc = new Sidecar(init, { onStatus: (t) => statuses.push(t), onNotification: () => {} }, { ...process.env, PI_MEMORY_BRIDGE_CMD: script(GOOD) });
+	const sc = new Sidecar(init, { onStatus: (f) => statuses.push(f.text), onNotification: () => {} }, { ...process.env, PI_MEMORY_BRIDGE_CMD: script(GOOD) });
 	sc.ensureStarted();
 	assert.deepEqual(await sc.call("ping", {}, 3000, HOLD), { echo: "ping" });
 	assert.equal(sc.state, "ready");
@@ -63,7 +56,7 @@ test("a healthy sidecar answers calls and stops cleanly", async () => {
 
 test("a missing command fails fast with a status, not an exception into the host", async () => {
 	const statuses: string[] = [];
-	const sc = new Sidecar(init, { onStatus: (t) => statuses.push(t), onNotification: () => {} }, { ...process.env, PI_MEMORY_BRIDGE_CMD: "/definitely/not/here serve" });
+	const sc = new Sidecar(init, { onStatus: (f) => statuses.push(f.text), onNotification: () => {} }, { ...process.env, PI_MEMORY_BRIDGE_CMD: "/definitely/not/here serve" });
 	const started = Date.now();
 	await assert.rejects(sc.call("recall", {}, 1000, HOLD));
 	assert.ok(Date.now() - started < 1100);

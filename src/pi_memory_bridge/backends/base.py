@@ -19,7 +19,10 @@ import enum
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
+
+if TYPE_CHECKING:
+    from pi_memory_bridge.backends.skills import SkillServer
 
 
 class BackendError(Exception):
@@ -244,5 +247,9 @@ class MemoryBackend(Protocol):
         """Conversation turns, newest first; `ids` keeps only those (capability `l0_list`)."""
 
     async def status(self) -> BackendStatus: ...
+
+    def skills(self) -> SkillServer | None:
+        """The skill server behind this backend (reading skills, skill capture), or None."""
+        ...
 
     async def close(self) -> None: ...

@@ -88,6 +88,36 @@ def status_line(
     return line
 
 
+def status_sentence(
+    runner: CatchUpRunner | None, loaded: LoadedConfig | None, imports: SidecarImports | None = None
+) -> str:
+    """Catch-up (and an import) in words for the status's main text; a backlog's fix is among
+    `status_problems`."""
+    head = "Catching up on turns live capture missed"
+    if runner is None:
+        if loaded is not None and not loaded.config.capture.catch_up:
+            text = f"{head}: off (capture.catchUp is false)."
+        else:
+            text = ""  # no outbox to queue into: the outbox's own problem says why
+    else:
+        progress = runner.progress
+        if progress.last_pass_at is None:
+            text = f"{head}: starting."
+        elif progress.declining:
+            text = f"{head}: off while capture is off."
+        elif progress.behind:
+            text = f"{head}: {progress.behind} turn(s) in Pi's session files are not stored yet (see below)."
+        elif progress.queued:
+            text = (
+                f"{head}: {progress.queued} turn(s) recovered from Pi's session files; none is missing now."
+            )
+        else:
+            text = f"{head}: none is missing."
+    if imports is not None and imports.line:
+        text = f"{text} Import: {imports.line}.".strip()
+    return text
+
+
 def status_problems(runner: CatchUpRunner | None) -> list[Problem]:
     if runner is None:
         return []
@@ -104,7 +134,7 @@ def status_problems(runner: CatchUpRunner | None) -> list[Problem]:
     return []
 
 
-Notify = Callable[[str], Awaitable[None]]
+Notify = Callable[[str], Awaitable[None]]  # a one-line message for the user (a notice in Pi)
 
 
 class SidecarImports:
@@ -158,9 +188,8 @@ class SidecarImports:
         self.line = f"0 of {len(plan.files)} session(s)"
         self._task = asyncio.get_running_loop().create_task(self._run(plan), name="import")
         return ImportOutcome(
-            f"importing {plan.turns} turn(s) from {len(plan.files)} session(s) in the background; the "
-            "footer shows the progress, /tdai-memory-status the details",
-            status_text="memory: importing",
+            f"importing {plan.turns} turn(s) from {len(plan.files)} session(s) in the background; "
+            "/tdai-memory-status shows the progress, and a message says when it is done",
         )
 
     async def _run(self, plan: ImportPlan) -> None:
@@ -175,8 +204,6 @@ class SidecarImports:
 
         async def progress(files_done: int, files: int, queued: int) -> None:
             self.line = f"{files_done} of {files} session(s), {queued} turn(s) queued"
-            if self._notify is not None:
-                await self._notify(f"memory: importing {files_done}/{files}")
 
         state = await self._open_state()
         try:
@@ -194,7 +221,9 @@ class SidecarImports:
         if result.errors:
             self.line += f"; stopped early, resumes later: {result.errors[0]}"
         if self._notify is not None:
-            await self._notify(f"memory: imported {result.queued}")
+            await self._notify(
+                f"memory: imported {result.queued} turn(s) from {result.files_done} session(s)"
+            )
 
     async def stop(self) -> None:
         task, self._task = self._task, None

@@ -18,6 +18,7 @@ from pi_memory_bridge.backends.factory import open_backend
 from pi_memory_bridge.catchup.importer import ImportPlan, ImportScope, plan_import, run_import
 from pi_memory_bridge.catchup.service import known_ids_via
 from pi_memory_bridge.catchup.state import CatchUpState, StateError
+from pi_memory_bridge.commands.dialog import Level
 from pi_memory_bridge.commands.import_flow import (
     USAGE,
     ImportDeps,
@@ -85,7 +86,7 @@ async def _run(request: ImportRequest, ask: Ask, interactive: bool) -> int:
     async def run(planned: ImportPlan) -> ImportOutcome:
         result = await run_import(planned, state=state, known_ids=known, submit=submit, progress=progress)
         message = f"imported {result.queued} turn(s) from {result.files_done} session(s)"
-        level = "info"
+        level: Level = "info"
         if result.errors:
             message += f"; stopped early (run it again to resume): {redact_text(result.errors[0]).text}"
             level = "warning"
@@ -97,7 +98,8 @@ async def _run(request: ImportRequest, ask: Ask, interactive: bool) -> int:
         return ImportOutcome(message, level)
 
     try:
-        step = await run_flow(import_flow(ImportDeps("", plan, run), request, has_ui=interactive), ask)
+        deps = ImportDeps("", plan, run)
+        step = await run_flow(lambda dialog: import_flow(deps, request, dialog), ask, has_ui=interactive)
     finally:
         if backend is not None:
             await backend.close()

@@ -62,6 +62,11 @@ class StatusOut(_Out):
     embeddings: str  # search by meaning: the model, whether it loaded, vectors done/total; "" if none
     catch_up: str  # turns recovered from Pi's session files: progress and backlog; "" if off
     learning: str  # consolidation: on/off and why, its model, last jobs, tokens against the budget
+    # the main text's plain words: this Pi session, the last recall, what waits, what is remembered
+    session: str
+    recalled: str
+    waiting: str
+    remembered: str
 
 
 class TargetOut(_Out):

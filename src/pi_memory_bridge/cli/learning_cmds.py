@@ -94,7 +94,8 @@ async def _undo(args: str, ask: Ask) -> int:
     backend, problem = await asyncio.to_thread(open_local)
     try:
         memories = LearnedMemories(backend.store) if backend is not None else None
-        step = await run_flow(undo_flow(UndoDeps(memories, problem), args, has_ui=True), ask)
+        deps = UndoDeps(memories, problem)
+        step = await run_flow(lambda dialog: undo_flow(deps, args, dialog), ask)
     finally:
         if backend is not None:
             await backend.close()

@@ -18,6 +18,7 @@ from pi_memory_bridge.commands.status import StatusReport
 from pi_memory_bridge.config import LoadedConfig, data_dir
 from pi_memory_bridge.engine.backend_slot import BackendSlot
 from pi_memory_bridge.engine.capture import CaptureStats
+from pi_memory_bridge.engine.footer import FooterModel
 from pi_memory_bridge.engine.notifier import Notifier
 from pi_memory_bridge.engine.recall import Recall
 from pi_memory_bridge.engine.sessions import Sessions
@@ -32,7 +33,9 @@ async def _opened(backend: MemoryBackend) -> None:
 
 
 async def cli_status_report(loaded: LoadedConfig, agent_dir: Path, cwd: Path) -> StatusReport:
-    slot = BackendSlot(loaded, agent_dir, Notifier(None), on_open=_opened, on_outbox_change=lambda _c: None)
+    slot = BackendSlot(
+        loaded, agent_dir, on_open=_opened, on_outbox_change=lambda _c: None, on_backend_change=lambda: None
+    )
     if loaded.backend_ready and loaded.config.capture.enabled:
         try:
             slot.delivery = await CaptureDelivery.open(data_dir(agent_dir), lambda _c: None)
@@ -52,7 +55,8 @@ async def cli_status_report(loaded: LoadedConfig, agent_dir: Path, cwd: Path) ->
     if slot.backend is not None:
         learning.attach(slot.backend, schedule=False)
     try:
-        status = Status(loaded, slot, Sessions(), Recall(loaded, slot), CaptureStats(), None, learning)
+        recall = Recall(loaded, slot, FooterModel(loaded, slot, Notifier(None)))
+        status = Status(loaded, slot, Sessions(), recall, CaptureStats(), None, learning)
         report = await status.report()
         pause = ProjectPause(agent_dir, cwd)
         return report.with_pause(pause.project if pause.paused() else "")

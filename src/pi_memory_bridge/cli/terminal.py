@@ -1,6 +1,8 @@
 """Terminal commands that work on the store directly (no Pi, no sidecar needed).
 
-Interactive commands reuse the same dialog flows as Pi (`commands.flows`), rendered as prompts.
+Interactive commands run the same flows as Pi (`commands.dialog`), asked as prompts: numbered
+choices, `[y/N]` confirmations (No unless you type yes), and an empty answer as a cancel; end of
+input stops the command (one line, exit 1).
 """
 
 from __future__ import annotations
@@ -9,12 +11,12 @@ import asyncio
 import json
 import os
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from pi_memory_bridge.backends.base import BackendError, MemoryBackend
 from pi_memory_bridge.backends.factory import open_backend
-from pi_memory_bridge.commands.flows import Answer, Flow, FlowRegistry
+from pi_memory_bridge.commands.dialog import Cancelled, Flow, Outcome
 from pi_memory_bridge.commands.forget import ForgetDeps, forget_flow
 from pi_memory_bridge.commands.outbox_ops import OutboxDeps, outbox_flow
 from pi_memory_bridge.config import LoadedConfig, data_dir, default_agent_dir, load_config
@@ -22,7 +24,6 @@ from pi_memory_bridge.outbox import DeliveryWorker, Outbox
 from pi_memory_bridge.outbox.delivery import CaptureDelivery
 from pi_memory_bridge.recall.trace_log import open_trace_log
 from pi_memory_bridge.redact import redact_text
-from pi_memory_bridge.sidecar.protocol import CommandStep
 from pi_memory_bridge.tools.search_report import search_report
 
 Ask = Callable[[str], str]
@@ -33,31 +34,57 @@ def _load() -> tuple[LoadedConfig, Path]:
     return load_config(agent_dir=agent_dir, cwd=Path.cwd(), project_trusted=False, env=os.environ), agent_dir
 
 
-def _answer(step: CommandStep, ask: Ask) -> Answer:
-    if step.message and step.kind != "confirm":
-        print(step.message)
-    if step.kind == "confirm":
-        if step.message:
-            print(step.message)
-        return ask(f"{step.title} [y/N] ").strip().lower() in ("y", "yes")
-    if step.kind == "select":
-        for i, option in enumerate(step.options, 1):
+class TerminalDialog:
+    def __init__(self, ask: Ask, *, has_ui: bool = True) -> None:
+        self._ask = ask
+        self._has_ui = has_ui  # False when stdin is not a terminal: a flow then only shows
+
+    @property
+    def has_ui(self) -> bool:
+        return self._has_ui
+
+    def _line(self, prompt: str) -> str:
+        # end of input is not an answer: it ends the command with one line (`cli._main`)
+        return self._ask(prompt).strip()
+
+    async def confirm(self, title: str, message: str = "") -> bool:
+        if message:
+            print(message)
+        return self._line(f"{title} [y/N] ").lower() in ("y", "yes")
+
+    async def select(self, title: str, options: Sequence[str], message: str = "") -> str:
+        if message:
+            print(message)
+        for i, option in enumerate(options, 1):
             print(f"  {i}. {option}")
-        raw = ask(f"{step.title} (number, empty to cancel): ").strip()
-        if raw.isdigit() and 1 <= int(raw) <= len(step.options):
-            return step.options[int(raw) - 1]
-        return None
-    raw = ask(f"{step.title}: ").strip()
-    return raw or None
+        raw = self._line(f"{title} (number, empty to cancel): ")
+        if raw.isdigit() and 1 <= int(raw) <= len(options):
+            return options[int(raw) - 1]
+        raise Cancelled
+
+    async def input(self, title: str, message: str = "", placeholder: str = "") -> str:
+        if message:
+            print(message)
+        raw = self._line(f"{title}: ")
+        if not raw:
+            raise Cancelled
+        return raw
+
+    async def editor(self, title: str, prefill: str = "") -> str:
+        print(f"Now: {prefill}")
+        raw = self._line(f"{title} (the new text on one line, empty to cancel): ")
+        if not raw:
+            raise Cancelled
+        return raw
 
 
-async def run_flow(flow: Flow, ask: Ask) -> CommandStep:
-    flows = FlowRegistry()
-    step = await flows.start(flow)
-    while step.kind != "done":
-        step = await flows.answer(step.flow_id or "", _answer(step, ask))
-    print(step.message)
-    return step
+async def run_flow(flow: Flow, ask: Ask, *, has_ui: bool = True) -> Outcome:
+    try:
+        outcome = await flow(TerminalDialog(ask, has_ui=has_ui))
+    except Cancelled:
+        outcome = Outcome("Cancelled: nothing was changed.", "warning")
+    print(outcome.message)
+    return outcome
 
 
 async def _with_backend(action: Callable[[MemoryBackend], object]) -> int:
@@ -117,7 +144,7 @@ async def _forget(backend: MemoryBackend, query: str, ask: Ask) -> int:
             remove_pending=(lambda ids: delivery.remove_pending(ids, backend)) if delivery else None,
             forgotten=traces.scrub_forgotten if traces is not None else None,
         )
-        step = await run_flow(forget_flow(deps, query, has_ui=True), ask)
+        step = await run_flow(lambda dialog: forget_flow(deps, query, dialog), ask)
     finally:
         if traces is not None:
             traces.close()
@@ -145,7 +172,8 @@ async def _outbox(args: str, ask: Ask) -> int:
         problem = f"the memory store is unavailable: {redact_text(str(exc)).text}"
     try:
         flush = DeliveryWorker(box, backend).flush if backend is not None else None
-        step = await run_flow(outbox_flow(OutboxDeps(box, problem, flush), args, has_ui=True), ask)
+        deps = OutboxDeps(box, problem, flush)
+        step = await run_flow(lambda dialog: outbox_flow(deps, args, dialog), ask)
         return 0 if step.level == "info" else 1
     finally:
         if backend is not None:
@@ -161,7 +189,7 @@ def setup(ask: Ask = input) -> int:
     from pi_memory_bridge.commands.setup import SetupDeps, setup_flow
 
     deps = SetupDeps(agent_dir=default_agent_dir(os.environ), cwd=Path.cwd(), env=os.environ)
-    step = asyncio.run(run_flow(setup_flow(deps, has_ui=True), ask))
+    step = asyncio.run(run_flow(lambda dialog: setup_flow(deps, dialog), ask))
     return 0 if step.level == "info" else 1
 
 

@@ -1,6 +1,7 @@
 """`/tdai-memory-forget <query>`: find, preview (redacted), choose, confirm, delete, report.
 
-Nothing is deleted without an explicit "yes" in an interactive dialog. A search or delete failure
+Nothing is deleted without an explicit "yes" in an interactive dialog (every confirm starts on
+No, and the first choice is one by one, never "all"). A search or delete failure
 is reported as such, never as "nothing matched". Records still waiting in the local outbox are
 found and removed too, so a forgotten turn is not delivered afterwards.
 """
@@ -13,7 +14,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from pi_memory_bridge.backends.base import BackendError, Capability, DeleteReport, MemoryBackend
-from pi_memory_bridge.commands.flows import Answer, Flow, done, step
+from pi_memory_bridge.commands.dialog import Cancelled, Dialog, Outcome
 from pi_memory_bridge.outbox.delivery import PendingMatch
 from pi_memory_bridge.redact import redact_text
 
@@ -103,56 +104,52 @@ async def _search_l0(backend: MemoryBackend, query: str) -> list[ForgetCandidate
     return [ForgetCandidate.for_turn(h.turn_id, h.user_text, h.assistant_text, h.created_at) for h in hits]
 
 
-async def forget_flow(deps: ForgetDeps, query: str, *, has_ui: bool) -> Flow:
+async def forget_flow(deps: ForgetDeps, query: str, dialog: Dialog) -> Outcome:
     query = query.strip()
     if not query:
-        yield done("usage: /tdai-memory-forget <words to look for>", "warning")
-        return
+        return Outcome("usage: /tdai-memory-forget <words to look for>", "warning")
     found, failures = await _search(deps, query)
     failure_text = "\n".join(f"! {f}" for f in failures)
     if not found:
         if failures:
-            yield done(f"Could not search everything, so nothing was deleted:\n{failure_text}", "error",
-                       "memory: forget failed")  # fmt: skip
-        else:
-            yield done(f"Nothing in memory matches {query!r}.", "info")
-        return
+            return Outcome(f"Could not search everything, so nothing was deleted:\n{failure_text}", "error")
+        return Outcome(f"Nothing in memory matches {query!r}.")
     listing = "\n".join(f"{i + 1}. {c.preview()}" for i, c in enumerate(found))
     header = f"{len(found)} item(s) match {query!r}:\n{listing}"
     if failures:
         header += f"\n{failure_text}"
-    if not has_ui:
-        yield done(f"{header}\nNo interactive UI here, so nothing was deleted. Run /tdai-memory-forget in "
-                   "interactive Pi or `pi-memory-bridge forget` in a terminal.", "warning")  # fmt: skip
-        return
-    choice: Answer = yield step(
-        "select", f"Forget: {len(found)} item(s) match", header, [ALL, CHOOSE, CANCEL]
-    )
-    chosen: list[ForgetCandidate]
-    if choice == ALL:
-        chosen = list(found)
-    elif choice == CHOOSE:
-        chosen = []
-        for i, cand in enumerate(found):
-            keep: Answer = yield step("confirm", f"Forget item {i + 1} of {len(found)}?", cand.preview())
-            if keep is True:
-                chosen.append(cand)
-    else:
-        yield done("Cancelled: nothing was deleted.")
-        return
+    if not dialog.has_ui:
+        return Outcome(
+            f"{header}\nNo interactive UI here, so nothing was deleted. Run /tdai-memory-forget in "
+            "interactive Pi or `pi-memory-bridge forget` in a terminal.",
+            "warning",
+        )
+    try:
+        chosen = await _choose(found, header, dialog)
+    except Cancelled:
+        return Outcome("Cancelled: nothing was deleted.")
     if not chosen:
-        yield done("Nothing chosen: nothing was deleted.")
-        return
+        return Outcome("Nothing chosen: nothing was deleted.")
     summary = "\n".join(c.preview() for c in chosen)
-    sure: Answer = yield step("confirm", f"Delete {len(chosen)} item(s)? This cannot be undone.", summary)
-    if sure is not True:
-        yield done("Not confirmed: nothing was deleted.")
-        return
+    if not await dialog.confirm(f"Delete {len(chosen)} item(s)? This cannot be undone.", summary):
+        return Outcome("Not confirmed: nothing was deleted.")
     report = await delete_candidates(deps, chosen)
     ok = all(line.startswith("deleted") for line in report)
-    yield done(
-        "\n".join(report), "info" if ok else "error", "memory: forgotten" if ok else "memory: forget failed"
-    )
+    return Outcome("\n".join(report), "info" if ok else "error")
+
+
+async def _choose(found: Sequence[ForgetCandidate], header: str, dialog: Dialog) -> list[ForgetCandidate]:
+    """What the user picks; one by one comes first, so deleting all is never the preselection."""
+    choice = await dialog.select(f"Forget: {len(found)} item(s) match", [CHOOSE, ALL, CANCEL], header)
+    if choice == ALL:
+        return list(found)
+    if choice != CHOOSE:
+        raise Cancelled
+    return [
+        cand
+        for i, cand in enumerate(found)
+        if await dialog.confirm(f"Forget item {i + 1} of {len(found)}?", cand.preview())
+    ]
 
 
 async def delete_candidates(deps: ForgetDeps, chosen: Sequence[ForgetCandidate]) -> list[str]:

@@ -16,7 +16,7 @@ from datetime import datetime
 from pathlib import Path
 
 from pi_memory_bridge.catchup.importer import ImportPlan, ImportScope
-from pi_memory_bridge.commands.flows import Flow, done, step
+from pi_memory_bridge.commands.dialog import Dialog, Level, Outcome
 
 USAGE = "usage: /tdai-memory-import [--since YYYY-MM-DD[THH:MM]] [--session FILE] [--yes]"
 
@@ -30,8 +30,7 @@ class ImportRequest:
 @dataclass(frozen=True, slots=True)
 class ImportOutcome:
     message: str
-    level: str = "info"
-    status_text: str | None = None
+    level: Level = "info"
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,33 +74,30 @@ def parse_import_args(args: str, cwd: Path | None = None) -> ImportRequest | str
 
 
 async def import_flow(
-    deps: ImportDeps, request: ImportRequest | str, *, has_ui: bool, cwd: Path | None = None
-) -> Flow:
+    deps: ImportDeps, request: ImportRequest | str, dialog: Dialog, *, cwd: Path | None = None
+) -> Outcome:
     parsed = parse_import_args(request, cwd) if isinstance(request, str) else request
     if isinstance(parsed, str):
-        yield done(parsed, "warning")
-        return
+        return Outcome(parsed, "warning")
     if deps.problem:
-        yield done(f"cannot import: {deps.problem}", "error")
-        return
+        return Outcome(f"cannot import: {deps.problem}", "error")
     session = parsed.scope.session_file
     if session is not None and not session.is_file():
-        yield done(f"cannot import: {session} is not a session file", "error")
-        return
+        return Outcome(f"cannot import: {session} is not a session file", "error")
     plan = await deps.plan(parsed.scope)
     preview = plan.preview()
     if plan.turns == 0:
-        yield done(f"{preview}\nnothing to import", "info")
-        return
+        return Outcome(f"{preview}\nnothing to import")  # nothing to do: nothing is asked
     if not parsed.yes:
-        if not has_ui:
-            yield done(f"{preview}\nnothing imported: run it where you can confirm, or add --yes", "warning")
-            return
-        answer = yield step("confirm", f"Import {plan.turns} turn(s) into memory?", preview)
-        if answer is not True:
-            yield done("import cancelled: nothing imported")
-            return
+        if not dialog.has_ui:
+            return Outcome(
+                f"{preview}\nnothing imported: run it where you can confirm, or add --yes", "warning"
+            )
+        sessions = len(plan.files)
+        title = f"Import {plan.turns} turn(s) from {sessions} session(s) into memory?"
+        if not await dialog.confirm(title, preview):
+            return Outcome("import cancelled: nothing imported")
     outcome = await deps.run(plan)
     # agreed up front: say what was decided, as the dialog would have shown it
     message = f"{preview}\n{outcome.message}" if parsed.yes else outcome.message
-    yield done(message, outcome.level, outcome.status_text)
+    return Outcome(message, outcome.level)

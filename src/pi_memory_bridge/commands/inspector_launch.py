@@ -17,7 +17,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from pi_memory_bridge.commands.flows import Flow, done
+from pi_memory_bridge.commands.dialog import Outcome
 from pi_memory_bridge.ui.extra import missing_message
 
 START_TIMEOUT_S = 20.0  # importing the web stack and opening the store on a loaded machine
@@ -89,18 +89,15 @@ def launch_detached(deps: InspectorDeps, *, timeout_s: float = START_TIMEOUT_S) 
     return Started(url, proc.pid)
 
 
-async def inspector_flow(deps: InspectorDeps) -> Flow:
+async def inspector_flow(deps: InspectorDeps) -> Outcome:
     missing = missing_message()
     if missing is not None:
-        yield done(f"Cannot open the memory inspector: {missing}", "warning")
-        return
+        return Outcome(f"Cannot open the memory inspector: {missing}", "warning")
     try:
         started = await asyncio.to_thread(launch_detached, deps)
     except InspectorStartError as exc:
-        yield done(str(exc), "error")
-        return
-    yield done(
+        return Outcome(str(exc), "error")
+    return Outcome(
         f"Memory inspector: {started.url}\nOpen it in a browser on this computer. It shows what Pi "
-        f"remembers and why it recalled it; it stops by itself after {IDLE_MINUTES} minutes without use.",
-        "info",
+        f"remembers and why it recalled it; it stops by itself after {IDLE_MINUTES} minutes without use."
     )

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from pi_memory_bridge.backends.base import BackendError
 from pi_memory_bridge.backends.local.memories import JobSummary, LearnedMemories, StoredOp
-from pi_memory_bridge.commands.flows import Flow, done, step
+from pi_memory_bridge.commands.dialog import Cancelled, Dialog, Outcome
 from pi_memory_bridge.config import global_config_path
 from pi_memory_bridge.learning.consent import NO, YES, consent_question, store_consent
 from pi_memory_bridge.learning.prompts import clean_text
@@ -65,25 +65,41 @@ class UndoDeps:
     changed: Callable[[], None] = lambda: None  # after an undo (the generated notes follow)
 
 
-def _preview(memories: LearnedMemories, job: JobSummary) -> str:
+@dataclass(frozen=True, slots=True)
+class _UndoPreview:
+    text: str
+    removes: int  # learned memories the undo takes away
+    restores: int  # memories they had replaced, active again
+
+
+def _preview(memories: LearnedMemories, job: JobSummary) -> _UndoPreview:
     ops = memories.job_ops(job.job_id)
     ids = [i for op in ops for i in ((op.memory_id,) if op.memory_id else ()) + op.targets]
     texts = {k: v.text for k, v in memories.rows(ids).items()}
-    return "\n".join([f"job {describe_job(job)}", *describe_ops(ops, texts)])
+    changing = [op for op in ops if op.memory_id]  # what `undo_job` takes back
+    restores = len({t for op in changing for t in op.targets})
+    return _UndoPreview(
+        "\n".join([f"job {describe_job(job)}", *describe_ops(ops, texts)]), len(changing), restores
+    )
 
 
-async def undo_flow(deps: UndoDeps, args: str, *, has_ui: bool) -> Flow:
+def _undo_question(job: JobSummary, preview: _UndoPreview) -> str:
+    what = f"remove {preview.removes} learned memory(ies)"
+    if preview.restores:
+        what += f" and restore {preview.restores} it replaced"
+    return f"Undo consolidation job {job.job_id}? It would {what}."
+
+
+async def undo_flow(deps: UndoDeps, args: str, dialog: Dialog) -> Outcome:
     memories = deps.memories
     if memories is None:
-        yield done(f"nothing to undo: {deps.problem or 'consolidation is not available'}", "warning")
-        return
+        return Outcome(f"nothing to undo: {deps.problem or 'consolidation is not available'}", "warning")
     ref = args.strip()
     try:
         if ref == "list":
             jobs = await asyncio.to_thread(memories.jobs, 15)
             listing = "\n".join(f"  {describe_job(j)}" for j in jobs) or "  (none yet)"
-            yield done(f"consolidation jobs, newest first:\n{listing}")
-            return
+            return Outcome(f"consolidation jobs, newest first:\n{listing}")
         if ref:
             job = await asyncio.to_thread(memories.find_job, ref)
         else:
@@ -91,34 +107,31 @@ async def undo_flow(deps: UndoDeps, args: str, *, has_ui: bool) -> Flow:
             job = applied[0] if applied else None
         if job is None:
             what = f"no single job matches {redact_text(ref).text!r}" if ref else "no applied job to undo"
-            yield done(f"{what} (see /tdai-memory-undo list)", "warning")
-            return
+            return Outcome(f"{what} (see /tdai-memory-undo list)", "warning")
         if job.state != "applied":
-            yield done(f"job {job.job_id} is {job.state}: there is nothing to undo", "warning")
-            return
+            return Outcome(f"job {job.job_id} is {job.state}: there is nothing to undo", "warning")
         preview = await asyncio.to_thread(_preview, memories, job)
     except BackendError as exc:
-        yield done(f"cannot read the jobs: {redact_text(str(exc)).text}", "error")
-        return
-    if not has_ui:
-        yield done(
-            f"{preview}\nnothing was undone (no dialog here: run /tdai-memory-undo interactively)", "warning"
+        return Outcome(f"cannot read the jobs: {redact_text(str(exc)).text}", "error")
+    if not dialog.has_ui:
+        return Outcome(
+            f"{preview.text}\nnothing was undone (no dialog here: run /tdai-memory-undo interactively)",
+            "warning",
         )
-        return
-    answer = yield step("select", f"Undo consolidation job {job.job_id}?", preview, [KEEP, UNDO])
+    try:
+        answer = await dialog.select(_undo_question(job, preview), [KEEP, UNDO], preview.text)
+    except Cancelled:
+        answer = KEEP
     if answer != UNDO:
-        yield done("nothing was undone")
-        return
+        return Outcome("nothing was undone")
     try:
         report = await asyncio.to_thread(memories.undo_job, job.job_id)
     except BackendError as exc:
-        yield done(f"undo refused: {redact_text(str(exc)).text}", "error")
-        return
+        return Outcome(f"undo refused: {redact_text(str(exc)).text}", "error")
     deps.changed()
-    yield done(
+    return Outcome(
         f"undid job {report.job_id}: {len(report.removed)} learned memory(ies) removed, "
-        f"{len(report.restored)} restored",
-        status_text="memory: job undone",
+        f"{len(report.restored)} restored"
     )
 
 
@@ -133,30 +146,30 @@ class LearningDeps:
     model_configured: bool = False  # learning.model or .endpoint: the shim's session model is not used
 
 
-async def learning_flow(deps: LearningDeps, args: str, *, has_ui: bool) -> Flow:
+async def learning_flow(deps: LearningDeps, args: str, dialog: Dialog) -> Outcome:
     """`on`, `off`, `ask [model]` (the one-time question), or nothing (show the state and ask)."""
     word, _, rest = args.strip().partition(" ")
     word = word.lower()
     model = deps.model_label if deps.model_configured else rest.strip() or deps.model_label
     if word == "ask" and deps.current is not None:
-        yield done("")  # answered meanwhile (another session, or by hand): never ask twice
-        return
+        return Outcome("")  # answered meanwhile (another session, or by hand): never ask twice
     if word in ("on", "off"):
         enabled = word == "on"
     else:
-        if not has_ui:
+        if not dialog.has_ui:
             state = {None: "not allowed yet", True: "on", False: "off"}[deps.current]
-            yield done(f"learning is {state}; /tdai-memory-learning on|off changes it", "info")
-            return
+            return Outcome(f"learning is {state}; /tdai-memory-learning on|off changes it")
         question = consent_question(
             model, deps.every_turns, deps.daily_budget, global_config_path(deps.agent_dir)
         )
-        answer = yield step("select", "Let Pi learn from your sessions?", question, [NO, YES])
+        try:
+            answer = await dialog.select("Let Pi learn from your sessions?", [NO, YES], question)
+        except Cancelled:
+            answer = NO
         enabled = answer == YES
     problem = await asyncio.to_thread(store_consent, deps.agent_dir, enabled)
     deps.set_consent(enabled)
     state = "on: consolidation runs in the background" if enabled else "off: nothing is sent to a model"
     if problem:
-        yield done(f"learning is {state} for this session only; {problem}", "warning")
-        return
-    yield done(f"learning is {state} (kept in {global_config_path(deps.agent_dir)})")
+        return Outcome(f"learning is {state} for this session only; {problem}", "warning")
+    return Outcome(f"learning is {state} (kept in {global_config_path(deps.agent_dir)})")

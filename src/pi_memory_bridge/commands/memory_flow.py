@@ -13,7 +13,7 @@ from collections.abc import Sequence
 
 from pi_memory_bridge.backends.base import BackendError, Capability, MemoryBackend
 from pi_memory_bridge.commands import memory_view as view
-from pi_memory_bridge.commands.flows import Answer, Flow, done, step
+from pi_memory_bridge.commands.dialog import Cancelled, Dialog, Outcome
 from pi_memory_bridge.commands.forget import ForgetCandidate, ForgetDeps, forget_chosen
 from pi_memory_bridge.commands.memory_view import MemoryItem
 from pi_memory_bridge.redact import redact_text
@@ -123,42 +123,48 @@ async def _headless(backend: MemoryBackend, query: str) -> str:
     ])  # fmt: skip
 
 
-async def memory_flow(deps: ForgetDeps, args: str, *, has_ui: bool) -> Flow:
+async def memory_flow(deps: ForgetDeps, args: str, dialog: Dialog) -> Outcome:
     backend = deps.backend
     if backend is None:
-        yield done(f"Memory is unavailable: {deps.backend_problem}", "error")
-        return
+        return Outcome(f"Memory is unavailable: {deps.backend_problem}", "error")
     query = args.strip()
     try:
-        if not has_ui:
-            yield done(await _headless(backend, query))
-            return
-        # one generator, three screens: the menu, a list, an item
-        screen = "list" if query else "menu"
-        title, items = (f"Matches for {query!r}", await view.search(backend, query)) if query else ("", [])
-        current: MemoryItem | None = None
-        note = ""
-        changed = 0
-        while True:
+        if not dialog.has_ui:
+            return Outcome(await _headless(backend, query))
+        changed = await _browse(deps, backend, dialog, query)
+    except BackendError as exc:
+        return Outcome(f"Memory could not be read: {redact_text(str(exc)).text}", "error")
+    return Outcome(f"{changed} change(s) made." if changed else "")
+
+
+async def _browse(deps: ForgetDeps, backend: MemoryBackend, dialog: Dialog, query: str) -> int:
+    """Three screens, the menu, a list, an item, until the user closes (or dismisses) one; the
+    number of changes made."""
+    screen = "list" if query else "menu"
+    title, items = (f"Matches for {query!r}", await view.search(backend, query)) if query else ("", [])
+    current: MemoryItem | None = None
+    note = ""
+    changed = 0
+    while True:
+        try:
             if screen == "menu":
                 ov = await view.overview(backend)
                 menu = _menu(ov)
-                picked: Answer = yield step(
-                    "select", TITLE, "\n".join(filter(None, [note, _summary(ov)])), list(menu)
-                )
+                key = menu[
+                    await dialog.select(TITLE, list(menu), "\n".join(filter(None, [note, _summary(ov)])))
+                ]
                 note = ""
-                key = menu.get(picked) if isinstance(picked, str) else None
-                if key is None or key == "close":
-                    break
+                if key == "close":
+                    return changed
                 if key == "search":
-                    words: Answer = yield step(
-                        "input", "Search memory", placeholder="words to look for (empty: the most recent)"
-                    )
-                    if words is None:
+                    try:
+                        words = await dialog.input(
+                            "Search memory", placeholder="words to look for (empty: the most recent)"
+                        )
+                    except Cancelled:
                         continue
-                    typed = words if isinstance(words, str) else ""
-                    title = f"Matches for {typed.strip()!r}" if typed.strip() else "Most recent"
-                    items = await view.search(backend, typed)
+                    title = f"Matches for {words!r}" if words else "Most recent"
+                    items = await view.search(backend, words)
                 else:
                     title, items = await _section(backend, key)
                 screen = "list"
@@ -167,24 +173,25 @@ async def memory_flow(deps: ForgetDeps, args: str, *, has_ui: bool) -> Flow:
                     note, screen = "\n".join(filter(None, [note, f"{title}: nothing here."])), "menu"
                     continue
                 labels = _labels(items)
-                picked = yield step("select", f"{title} ({len(items)})", note, [*labels, BACK])
+                picked = await dialog.select(f"{title} ({len(items)})", [*labels, BACK], note)
                 note = ""
-                if picked is None:
-                    break
-                if picked not in labels:
+                if picked == BACK:
                     screen = "menu"
                     continue
-                current, screen = items[labels.index(str(picked))], "item"
+                current, screen = items[labels.index(picked)], "item"
                 note = current.full()
             else:
                 assert current is not None
-                picked = yield step("select", current.preview(60), note, _actions(backend, current))
+                picked = await dialog.select(current.preview(60), _actions(backend, current), note)
                 note = ""
                 if picked == SHOW:
                     note = current.full()
                 elif picked == EDIT:
-                    text: Answer = yield step("editor", f"Edit {current.ref}", prefill=current.text)
-                    if not isinstance(text, str) or not text.strip():
+                    try:
+                        text = await dialog.editor(f"Edit {current.ref}", prefill=current.text)
+                    except Cancelled:
+                        text = ""
+                    if not text.strip():
                         note = "Not changed."
                         continue
                     updated, note = await edit_item(backend, current, text)
@@ -193,10 +200,7 @@ async def memory_flow(deps: ForgetDeps, args: str, *, has_ui: bool) -> Flow:
                         items = [updated if i.ref == current.ref else i for i in items]
                         current = updated
                 elif picked == FORGET:
-                    sure: Answer = yield step(
-                        "confirm", "Forget this? This cannot be undone.", current.preview()
-                    )
-                    if sure is not True:
+                    if not await dialog.confirm("Forget this? This cannot be undone.", current.preview()):
                         note = "Not confirmed: nothing was deleted."
                         continue
                     lines = await forget_item(deps, current)
@@ -206,9 +210,6 @@ async def memory_flow(deps: ForgetDeps, args: str, *, has_ui: bool) -> Flow:
                         items = [i for i in items if i.ref != current.ref]
                     screen = "list"
                 else:
-                    screen = "list" if picked == BACK else "menu"
-                    if picked is None:
-                        break
-        yield done(f"{changed} change(s) made." if changed else "")
-    except BackendError as exc:
-        yield done(f"Memory could not be read: {redact_text(str(exc)).text}", "error")
+                    screen = "list"
+        except Cancelled:
+            return changed  # dismissed: the view closes, keeping what was done

@@ -4,7 +4,7 @@
 /tdai-memory-outbox list [pending|in_flight|dead|quarantined]
 /tdai-memory-outbox flush                deliver now, ignoring backoff
 /tdai-memory-outbox requeue <id|all>     give dead records another chance
-/tdai-memory-outbox purge <id|all>       drop dead and quarantined records (asks first)
+/tdai-memory-outbox purge <id|all>       drop dead and quarantined records (asks first, says how many)
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import asyncio
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
-from pi_memory_bridge.commands.flows import Answer, Flow, done, step
+from pi_memory_bridge.commands.dialog import Dialog, Outcome
 from pi_memory_bridge.outbox import (
     ALL,
     AllRecords,
@@ -106,60 +106,80 @@ async def purge_records(outbox: Outbox, targets: AllRecords | list[str]) -> str:
     return f"purged {len(purged)} record(s)"
 
 
-async def outbox_flow(deps: OutboxDeps, args: str, *, has_ui: bool) -> Flow:
+async def outbox_flow(deps: OutboxDeps, args: str, dialog: Dialog) -> Outcome:
     sub, _, rest = args.strip().partition(" ")
     sub, rest = sub.lower(), rest.strip()
     outbox = deps.outbox
     if outbox is None:
-        yield done(f"the outbox is unavailable: {deps.problem}", "error")
-        return
+        return Outcome(f"the outbox is unavailable: {deps.problem}", "error")
     if sub in ("", "status"):
         counts = await asyncio.to_thread(outbox.counts)
-        yield done(f"outbox: {describe_counts(counts, deps.pause_reason)}")
-    elif sub == "list":
-        state = RecordState(rest) if rest in {s.value for s in RecordState} else None
-        if rest and state is None:
-            yield done(USAGE, "warning")
-            return
-        entries = await asyncio.to_thread(outbox.list_entries, state, LIST_LIMIT)
-        lines = [_entry_line(e) for e in entries] or ["(empty)"]
-        yield done("\n".join([f"outbox records{f' ({rest})' if rest else ''}:", *lines]))
-    elif sub == "flush":
-        if deps.flush is None:
-            yield done(f"cannot deliver now: {deps.problem}", "error")
-            return
-        report = await deps.flush()
-        errors = "; ".join(redact_text(e).text for e in report.errors)
-        text = (
-            f"flushed: {report.delivered} delivered, {report.already_stored} already stored, "
-            f"{report.retried} to retry, {report.dead_lettered} dead-lettered"
-            + (f"; errors: {errors}" if errors else "")
-            + f"\noutbox: {describe_counts(report.counts, report.paused)}"
-        )
-        yield done(text, "info" if not report.errors else "warning")
-    elif sub == "requeue":
-        sel = _selection(rest)
-        if sel is None:
-            yield done(USAGE, "warning")
-            return
-        yield done(await requeue_records(outbox, sel))
-    elif sub == "purge":
-        sel = _selection(rest)
-        if sel is None:
-            yield done(USAGE, "warning")
-            return
-        if not has_ui:
-            yield done(
-                "purge deletes records for good and needs a confirmation: run it in interactive Pi "
-                "or with `pi-memory-bridge outbox purge` in a terminal; nothing was purged.",
-                "warning",
-            )
-            return
-        targets, what = await purge_targets(outbox, sel)
-        sure: Answer = yield step("confirm", f"Purge {what}?", "They will never be delivered.")
-        if sure is not True:
-            yield done("Not confirmed: nothing was purged.")
-            return
-        yield done(await purge_records(outbox, targets))
+        return Outcome(f"outbox: {describe_counts(counts, deps.pause_reason)}")
+    if sub == "list":
+        return await _list(outbox, rest)
+    if sub == "flush":
+        return await _flush(deps)
+    if sub == "requeue":
+        return await _requeue(outbox, rest)
+    if sub == "purge":
+        return await _purge(outbox, rest, dialog)
+    return Outcome(USAGE, "warning")
+
+
+async def _list(outbox: Outbox, rest: str) -> Outcome:
+    state = RecordState(rest) if rest in {s.value for s in RecordState} else None
+    if rest and state is None:
+        return Outcome(USAGE, "warning")
+    entries = await asyncio.to_thread(outbox.list_entries, state, LIST_LIMIT)
+    lines = [_entry_line(e) for e in entries] or ["(empty)"]
+    return Outcome("\n".join([f"outbox records{f' ({rest})' if rest else ''}:", *lines]))
+
+
+async def _flush(deps: OutboxDeps) -> Outcome:
+    if deps.flush is None:
+        return Outcome(f"cannot deliver now: {deps.problem}", "error")
+    report = await deps.flush()
+    errors = "; ".join(redact_text(e).text for e in report.errors)
+    text = (
+        f"flushed: {report.delivered} delivered, {report.already_stored} already stored, "
+        f"{report.retried} to retry, {report.dead_lettered} dead-lettered"
+        + (f"; errors: {errors}" if errors else "")
+        + f"\noutbox: {describe_counts(report.counts, report.paused)}"
+    )
+    return Outcome(text, "info" if not report.errors else "warning")
+
+
+async def _requeue(outbox: Outbox, rest: str) -> Outcome:
+    sel = _selection(rest)
+    if sel is None:
+        return Outcome(USAGE, "warning")
+    return Outcome(await requeue_records(outbox, sel))
+
+
+async def _purge(outbox: Outbox, rest: str, dialog: Dialog) -> Outcome:
+    sel = _selection(rest)
+    if sel is None:
+        return Outcome(USAGE, "warning")
+    targets: AllRecords | list[str] = sel
+    if isinstance(sel, list):
+        resolved = await asyncio.to_thread(_resolve, outbox, sel, PURGEABLE)
+        targets, count = resolved, len(resolved)
+        what = f"{count} record(s)"
     else:
-        yield done(USAGE, "warning")
+        counts = await asyncio.to_thread(outbox.counts)
+        count = counts.dead + counts.quarantined
+        what = f"all {count} record(s) ({counts.dead} dead, {counts.quarantined} quarantined)"
+    if count == 0:
+        # only dead and quarantined records can be purged: nothing to ask about
+        if isinstance(sel, list):
+            return Outcome(f"Nothing to purge: {' '.join(sel)} matches no dead or quarantined record.")
+        return Outcome("Nothing to purge: the outbox holds no dead or quarantined records.")
+    if not dialog.has_ui:
+        return Outcome(
+            "purge deletes records for good and needs a confirmation: run it in interactive Pi "
+            "or with `pi-memory-bridge outbox purge` in a terminal; nothing was purged.",
+            "warning",
+        )
+    if not await dialog.confirm(f"Purge {what}?", "They will never be delivered. This cannot be undone."):
+        return Outcome("Not confirmed: nothing was purged.")
+    return Outcome(await purge_records(outbox, targets))

@@ -19,15 +19,13 @@ from pathlib import Path
 from pydantic import ValidationError
 
 from pi_memory_bridge.commands._setup_config import read_existing
-from pi_memory_bridge.commands.flows import Flow, done
+from pi_memory_bridge.commands.dialog import Outcome
 from pi_memory_bridge.config import (
     BridgeConfig,
     global_config_path,
     read_json_object,
     write_global_config,
 )
-
-PAUSED_FOOTER = "memory: paused for this project"
 
 
 def project_key(cwd: Path) -> str:
@@ -118,7 +116,8 @@ def set_paused(agent_dir: Path, project: str, paused: bool) -> PauseOutcome:
     return PauseOutcome(True, True, message)
 
 
-async def pause_flow(pause: ProjectPause, *, paused: bool, footer: Callable[[], str]) -> Flow:
-    """`footer` is read after the change (it says "paused" or the engine's state then)."""
+async def pause_flow(pause: ProjectPause, *, paused: bool) -> Outcome:
+    """Nothing is deleted either way and it is undone by the other command, so nothing is asked;
+    the footer after the command says "paused" (or the engine's state again)."""
     outcome = set_paused(pause.agent_dir, pause.project, paused)
-    yield done(outcome.message, "info" if outcome.ok else "error", footer())
+    return Outcome(outcome.message, "info" if outcome.ok else "error")

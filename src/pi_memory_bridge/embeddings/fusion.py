@@ -30,19 +30,38 @@ class FusionParams:
     keyword_weight: float = 0.15
     min_score: float = 0.30
     identifier_boost: float = 10.0  # larger than any other score: identifier hits come first
+    # how much a memory's best question vector may lift it above its own text's cosine (L1)
+    question_weight: float = 0.5
+
+
+def with_questions(text: float | None, question: float | None, weight: float) -> float | None:
+    """A memory's cosine given its text vector and the best of its question vectors.
+
+    `text + weight * max(0, question - text)`: a memory without questions (saved by hand, not
+    enriched yet) scores by its text alone, exactly as before; one whose questions match the
+    query better than its sentence does is lifted part of the way (a full `max` lets a lure's
+    generic question win: measured in bench_memory_quality.py)."""
+    if text is None or question is None:
+        return text
+    return text + weight * max(0.0, question - text)
 
 
 DEFAULT_PARAMS = FusionParams()
-# Chosen on the dev split of bench/memory_set (bench_memory_quality.py --sweep). L0's questions
-# mostly share words with their answers: a keyword weight of 0.1 there dropped the L0 keyword
-# set's recall@4 from 0.957 (keyword alone) to 0.88, 0.3 gives 0.98. The floors trade recall of
-# paraphrases against "abstention" (recalling something for a question never answered): with
-# this model a paraphrase's answer often sits at cosine 0.2-0.3, as does the nearest unrelated
-# memory. Raising the floors to L1 0.25 / L0 0.35 cuts dev false recall from 0.88 to 0.50 but
-# loses paraphrases (dev 0.70 -> 0.65) and short cross-language turns ("What is my pet called?"
-# -> "我的狗叫豆豆" at 0.33); lowering the L1 floor to 0.15 gains little (all cases, no tags:
-# paraphrase R@5 0.58 -> 0.62) for much more false recall (0.75 -> 0.95).
-L1_PARAMS = FusionParams(keyword_weight=0.2, min_score=0.2)
+# Chosen on the dev split of bench/memory_set (bench_memory_quality.py --sweep), with the memories
+# enriched at write time (recorded tags and questions, bench/memory_set/enrichment.json). L0's
+# questions mostly share words with their answers: a keyword weight of 0.1 there dropped the L0
+# keyword set's recall@4 from 0.957 (keyword alone) to 0.88, 0.3 gives 0.98. For L1, on dev:
+# question_weight 0 / 0.25 / 0.5 / 0.75 / 1.0 gives paraphrase R@5 0.60-0.70 / 0.85 / 0.90 / 0.95
+# / 0.90 (at 1.0 identifier R@1 drops to 0.90, and at 0.75 every abstention case recalls
+# something); a keyword weight of 0.2 costs 0.10 of paraphrase R@5 against 0.0-0.1. The floors
+# cannot abstain: the right memory of a paraphrase and the nearest unrelated one both score
+# 0.25-0.5. On dev, false recall stays 0.75-0.88 for every floor/margin rule that keeps
+# paraphrase R@5 >= 0.85; an L1 floor of 0.3 with an L0 floor of 0.5 and no questions reaches
+# 0.12, at paraphrase R@5 0.60 (with questions lifting only above a question cosine of 0.35, L1
+# alone reaches 0.12 at paraphrase 0.70: a better trade, still far from both targets at once;
+# this default favours recall of what was said). Floors 0.2 and 0.25 score the same on dev with questions; 0.2
+# is kept for memories without them (hand-saved: only their sentence can match a paraphrase).
+L1_PARAMS = FusionParams(keyword_weight=0.1, min_score=0.2, question_weight=0.5)
 L0_PARAMS = FusionParams(keyword_weight=0.3, min_score=0.3)
 
 

@@ -3,7 +3,7 @@
   core          `Engine`: built from the handshake's result, the methods the RPC handlers call
   backend_slot  the configured backend and the capture outbox: opened at start, reopened later
   notifier      footer notifications to the shim, and the background tasks behind them
-  footer        every footer text shown in Pi's status line
+  footer        which footer state is true now (the states and their text: `pi_memory_bridge.footer`)
   sessions      Pi session -> branch identity
   recall        the recall budget from config, the last recall for status
   capture       settled turns into memory, capture stats, skill capture
@@ -12,5 +12,5 @@
   commands      the `/tdai-memory-*` command table and the flows behind it
   status        the status report
 
-Nothing is imported here: the handshake reads `footer` before the engine itself is loaded.
+Nothing is imported here: `serve` imports the engine after the handshake, off the event loop.
 """

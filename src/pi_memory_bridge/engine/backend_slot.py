@@ -17,8 +17,6 @@ from pi_memory_bridge.backends.base import BackendError, MemoryBackend
 from pi_memory_bridge.backends.factory import open_backend
 from pi_memory_bridge.capture.prepare import CaptureSink, DirectSink
 from pi_memory_bridge.config import LoadedConfig, data_dir
-from pi_memory_bridge.engine import footer
-from pi_memory_bridge.engine.notifier import Notifier
 from pi_memory_bridge.outbox import OutboxCounts
 from pi_memory_bridge.outbox.delivery import CaptureDelivery
 from pi_memory_bridge.redact import redact_text
@@ -35,10 +33,10 @@ class BackendSlot:
         self,
         loaded: LoadedConfig,
         agent_dir: Path,
-        notifier: Notifier,
         *,
         on_open: OnOpen,
         on_outbox_change: Callable[[OutboxCounts], None],
+        on_backend_change: Callable[[], None],
     ) -> None:
         self.loaded = loaded
         self.agent_dir = agent_dir
@@ -47,12 +45,11 @@ class BackendSlot:
         self.sink: CaptureSink | None = None
         self.delivery: CaptureDelivery | None = None
         self.delivery_error: str | None = None
-        self._notifier = notifier
         self._on_open = on_open
         self._on_outbox_change = on_outbox_change
+        self._on_backend_change = on_backend_change
         self._opening: asyncio.Task[None] | None = None
         self._last_open_attempt = -REOPEN_INTERVAL_S
-        self.paused: Callable[[], bool] = lambda: False  # the engine's per-project pause
 
     async def start(self) -> None:
         """Open the outbox and the backend the configuration selects (each failure is reported)."""
@@ -66,10 +63,18 @@ class BackendSlot:
             errors = "; ".join(str(e) for e in loaded.errors)
             self.backend_error = f"not configured: {errors}" if errors else "not configured"
 
-    def footer(self) -> str:
-        if self.paused():
-            return footer.PAUSED
-        return footer.engine_state(self.loaded, backend_open=self.backend is not None)
+    def problem(self) -> str:
+        """Why there is no backend, in a few words (empty when it is open)."""
+        if self.backend is not None:
+            return ""
+        if not self.loaded.config.enabled:
+            return "memory is off"
+        why = self.backend_error or "not open yet"
+        return f"the {self.loaded.config.backend} store is unavailable ({why})"
+
+    @property
+    def delivery_paused(self) -> bool:
+        return self.delivery is not None and self.delivery.pause_reason is not None
 
     async def ensure(self, wait_s: float) -> MemoryBackend | None:
         """The backend, (re)opening it in the background when it is not open yet."""
@@ -117,7 +122,7 @@ class BackendSlot:
                 self.delivery.attach_backend(backend, parallel_sessions=remote.delivery_concurrency)
         else:
             self.sink = DirectSink(backend)
-        await self._notifier.say(self.footer())  # a late open: the handshake already said "unavailable"
+        self._on_backend_change()  # a late open: the footer said "unavailable" until now
 
     async def close(self) -> None:
         if self.delivery is not None:

@@ -12,12 +12,12 @@ from pi_memory_bridge.backends.base import BackendError
 from pi_memory_bridge.capture.prepare import live_user_entries, prepare_capture
 from pi_memory_bridge.capture.scope import not_kept_reason
 from pi_memory_bridge.config import LoadedConfig
-from pi_memory_bridge.engine import footer
 from pi_memory_bridge.engine.backend_slot import BackendSlot
+from pi_memory_bridge.engine.footer import FooterModel
 from pi_memory_bridge.engine.sessions import Sessions
 from pi_memory_bridge.engine.skills import SkillCapture
 from pi_memory_bridge.redact import redact_text
-from pi_memory_bridge.sidecar.protocol import TurnSettledParams, TurnSettledResult
+from pi_memory_bridge.sidecar.protocol import Footer, TurnSettledParams, TurnSettledResult
 
 log = logging.getLogger(__name__)
 
@@ -49,12 +49,18 @@ class CaptureStats:
 
 class Capture:
     def __init__(
-        self, loaded: LoadedConfig, slot: BackendSlot, sessions: Sessions, skills: SkillCapture
+        self,
+        loaded: LoadedConfig,
+        slot: BackendSlot,
+        sessions: Sessions,
+        skills: SkillCapture,
+        status_line: FooterModel,
     ) -> None:
         self._loaded = loaded
         self._slot = slot
         self._sessions = sessions
         self._skills = skills
+        self._status_line = status_line
         self.stats = CaptureStats()
         # a failed live capture: the turn is in Pi's session file, catch-up retries it from there
         self.on_failure: Callable[[], None] = lambda: None
@@ -64,12 +70,12 @@ class Capture:
     async def turn_settled(self, p: TurnSettledParams) -> TurnSettledResult:
         cfg = self._loaded.config
         if not (cfg.enabled and cfg.capture.enabled):
-            return TurnSettledResult(captured=0, skipped=0, reasons=[], status_text=footer.CAPTURE_OFF)
+            done = Footer.of(self._status_line.turn_done())
+            return TurnSettledResult(captured=0, skipped=0, reasons=[], footer=done)
         if (unkept := not_kept_reason(p.session_persisted, cfg.capture)) is not None:
             self.stats.not_kept[unkept] += 1
-            return TurnSettledResult(
-                captured=0, skipped=0, reasons=[unkept], status_text=footer.not_captured(unkept)
-            )
+            done = Footer.of(self._status_line.turn_done())  # not the user's conversation: nothing to say
+            return TurnSettledResult(captured=0, skipped=0, reasons=[unkept], footer=done)
         ident = self._sessions.identity_for(p.pi_session_id, p.entries, p.leaf_id)
         prepared = prepare_capture(
             p.runs, aborted=p.aborted, identity=ident, user_entries=live_user_entries(p.entries)
@@ -81,9 +87,8 @@ class Capture:
         skipped = len(prepared.skipped_reasons)
         reasons = list(prepared.skipped_reasons)
         if not prepared.turns:
-            return TurnSettledResult(
-                captured=0, skipped=skipped, reasons=reasons, status_text=footer.NOTHING_TO_CAPTURE
-            )
+            done = Footer.of(self._status_line.turn_done())
+            return TurnSettledResult(captured=0, skipped=skipped, reasons=reasons, footer=done)
         slot = self._slot
         # with the outbox, capture never waits for the backend; without it, give a slow open a moment
         await slot.ensure(0 if slot.delivery is not None else CAPTURE_OPEN_WAIT_S)
@@ -103,10 +108,10 @@ class Capture:
             stats.last_error = failure
             self.on_failure()
             log.error("capture failed: %s", failure)
-            return TurnSettledResult(
-                captured=0, skipped=skipped, reasons=reasons, status_text=footer.CAPTURE_FAILED
-            )
+            failed = Footer.of(self._status_line.capture_failed(failure))
+            return TurnSettledResult(captured=0, skipped=skipped, reasons=reasons, footer=failed)
         stats.captured += len(prepared.turns)
+        queued = slot.delivery is not None
         await self._skills.settled(slot.backend, prepared.turns)
         if self.on_captured is not None:
             self.on_captured(ident.memory_session_id, len(prepared.turns))
@@ -114,5 +119,6 @@ class Capture:
             captured=len(prepared.turns),
             skipped=skipped,
             reasons=reasons,
-            status_text=footer.captured(len(prepared.turns), queued=slot.delivery is not None),
+            # queued: "recalled n" stays until the delivery is done (`FooterModel.outbox_changed`)
+            footer=Footer.of(self._status_line.show() if queued else self._status_line.turn_done()),
         )

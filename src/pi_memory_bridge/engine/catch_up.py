@@ -6,14 +6,14 @@ from __future__ import annotations
 import asyncio
 import importlib
 import logging
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from pi_memory_bridge.commands.flows import Flow
+from pi_memory_bridge.commands.dialog import Flow
 from pi_memory_bridge.commands.status import Problem
 from pi_memory_bridge.config import LoadedConfig
 from pi_memory_bridge.engine.backend_slot import BackendSlot
-from pi_memory_bridge.engine.notifier import Notifier
 from pi_memory_bridge.sidecar.protocol import CommandRunParams
 
 if TYPE_CHECKING:
@@ -25,10 +25,15 @@ log = logging.getLogger(__name__)
 
 class CatchUp:
     def __init__(
-        self, loaded: LoadedConfig, agent_dir: Path, cwd: Path, slot: BackendSlot, notifier: Notifier
+        self,
+        loaded: LoadedConfig,
+        agent_dir: Path,
+        cwd: Path,
+        slot: BackendSlot,
+        notice: Callable[[str], Awaitable[None]] | None,
     ) -> None:
         self._loaded, self._agent_dir, self._cwd = loaded, agent_dir, cwd
-        self._slot, self._notifier = slot, notifier
+        self._slot, self._notice = slot, notice  # `notice`: a one-line message for the user
         self.runner: CatchUpRunner | None = None
         self.imports: SidecarImports | None = None
         self._starting: asyncio.Task[None] | None = None
@@ -63,9 +68,10 @@ class CatchUp:
         if self.imports is None:
             slot = self._slot
             self.imports = service.SidecarImports(
-                self._agent_dir, slot.delivery, lambda: slot.backend, self._notifier.say
+                self._agent_dir, slot.delivery, lambda: slot.backend, self._notice
             )
-        return import_flow(self.imports.deps(self._loaded), p.args, has_ui=p.has_ui, cwd=self._cwd)
+        deps = self.imports.deps(self._loaded)
+        return lambda dialog: import_flow(deps, p.args, dialog, cwd=self._cwd)
 
     def problems(self) -> list[Problem]:
         from pi_memory_bridge.catchup import service
@@ -76,6 +82,11 @@ class CatchUp:
         from pi_memory_bridge.catchup import service
 
         return service.status_line(self.runner, self._loaded, self.imports)
+
+    def status_sentence(self) -> str:
+        from pi_memory_bridge.catchup import service
+
+        return service.status_sentence(self.runner, self._loaded, self.imports)
 
     async def stop(self) -> None:
         self._closing = True

@@ -1,11 +1,12 @@
-"""The `/tdai-memory-*` command table and the flows behind each command, wired to the engine."""
+"""The flow behind each row of `commands.table`, wired to the engine; Pi's dialogs run them
+(`engine.dialogs`)."""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
-from pi_memory_bridge.commands.flows import Flow, FlowRegistry, UnknownFlow, done
+from pi_memory_bridge.commands.dialog import Dialog, Flow, Outcome
 from pi_memory_bridge.commands.forget import ForgetDeps, forget_flow
 from pi_memory_bridge.commands.memory_flow import memory_flow
 from pi_memory_bridge.commands.outbox_ops import OutboxDeps, outbox_flow
@@ -13,12 +14,14 @@ from pi_memory_bridge.commands.pause import ProjectPause, pause_flow
 from pi_memory_bridge.commands.status import render_status
 from pi_memory_bridge.engine.backend_slot import BackendSlot
 from pi_memory_bridge.engine.catch_up import CatchUp
+from pi_memory_bridge.engine.dialogs import FlowRegistry, UnknownFlow
+from pi_memory_bridge.engine.footer import FooterModel
 from pi_memory_bridge.engine.skills import skill_source
 from pi_memory_bridge.engine.status import Status
 from pi_memory_bridge.learning.engine import Learning
 from pi_memory_bridge.recall.trace_log import TraceLog
 from pi_memory_bridge.rpc.errors import InvalidParams
-from pi_memory_bridge.sidecar.protocol import CommandAnswerParams, CommandRunParams, CommandStep
+from pi_memory_bridge.sidecar.protocol import CommandAnswerParams, CommandRunParams, CommandStep, Footer
 from pi_memory_bridge.tools.memory import ToolFailure, memory_save
 
 
@@ -27,6 +30,7 @@ class Commands:
         self,
         slot: BackendSlot,
         status: Status,
+        status_line: FooterModel,
         *,
         cwd: Path,
         env: Mapping[str, str],
@@ -36,6 +40,7 @@ class Commands:
         self._slot = slot
         self._pause = pause
         self._status = status
+        self._status_line = status_line
         self._cwd = cwd
         self._env = env
         self._flows = FlowRegistry()
@@ -48,26 +53,40 @@ class Commands:
             "sync-skills": self._sync_skills_flow,
             "ui": self._inspector_flow,
             "memory": self._memory_flow,
-            "pause": lambda _p: pause_flow(pause, paused=True, footer=slot.footer),
-            "resume": lambda _p: pause_flow(pause, paused=False, footer=slot.footer),
+            "pause": lambda _p: lambda _dialog: pause_flow(pause, paused=True),
+            "resume": lambda _p: lambda _dialog: pause_flow(pause, paused=False),
             "import": self._import_flow,
-            "undo": lambda p: learning.undo_command(p.args, has_ui=p.has_ui),
-            "learning": lambda p: learning.learning_command(p.args, has_ui=p.has_ui),
+            "undo": lambda p: learning.undo_command(p.args),
+            "learning": lambda p: learning.learning_command(p.args),
         }
         self.traces: TraceLog | None = None  # forget blanks what the recall traces kept
         self.catch_up: CatchUp | None = None
+
+    @property
+    def names(self) -> frozenset[str]:
+        """The commands this engine runs (`commands.table` lists the same, for the shim)."""
+        return frozenset(self._table)
 
     async def run(self, p: CommandRunParams) -> CommandStep:
         make = self._table.get(p.name)
         if make is None:
             raise InvalidParams(f"unknown command {p.name!r}; known: {', '.join(sorted(self._table))}")
-        return await self._flows.start(make(p))
+        return self._finished(await self._flows.start(make(p), has_ui=p.has_ui))
 
     async def answer(self, p: CommandAnswerParams) -> CommandStep:
         try:
-            return await self._flows.answer(p.flow_id, p.answer)
+            return self._finished(await self._flows.answer(p.flow_id, p.answer))
         except UnknownFlow as exc:
             raise InvalidParams(str(exc)) from None
+
+    async def close(self) -> None:
+        await self._flows.close()
+
+    def _finished(self, step: CommandStep) -> CommandStep:
+        """A done step carries the status line as it is after the command."""
+        if step.kind != "done":
+            return step
+        return step.model_copy(update={"footer": Footer.of(self._status_line.show())})
 
     def _import_flow(self, p: CommandRunParams) -> Flow:
         if self.catch_up is None:
@@ -75,16 +94,21 @@ class Commands:
         return self.catch_up.import_flow(p)
 
     def _memory_flow(self, p: CommandRunParams) -> Flow:
-        return memory_flow(self._forget_deps(), p.args, has_ui=p.has_ui)
+        deps = self._forget_deps()
+        return lambda dialog: memory_flow(deps, p.args, dialog)
 
-    async def _status_flow(self, p: CommandRunParams) -> Flow:
-        report = (await self._status.report(p.pi_session_id)).with_pause(
-            self._pause.project if self._pause.paused() else ""
-        )
-        yield done(render_status(report), "info" if report.healthy else "warning", report.footer())
+    def _status_flow(self, p: CommandRunParams) -> Flow:
+        async def flow(_dialog: Dialog) -> Outcome:
+            report = (await self._status.report(p.pi_session_id)).with_pause(
+                self._pause.project if self._pause.paused() else ""
+            )
+            return Outcome(render_status(report), "info" if report.healthy else "warning")
+
+        return flow
 
     def _forget_flow(self, p: CommandRunParams) -> Flow:
-        return forget_flow(self._forget_deps(), p.args, has_ui=p.has_ui)
+        deps = self._forget_deps()
+        return lambda dialog: forget_flow(deps, p.args, dialog)
 
     def _forget_deps(self) -> ForgetDeps:
         slot = self._slot
@@ -92,7 +116,7 @@ class Commands:
         backend = slot.backend
         return ForgetDeps(
             backend=backend,
-            backend_problem=slot.backend_error or slot.footer(),
+            backend_problem=slot.problem(),
             search_pending=delivery.search_pending if delivery is not None else None,
             remove_pending=(lambda ids: delivery.remove_pending(ids, backend))
             if delivery is not None
@@ -100,11 +124,11 @@ class Commands:
             forgotten=self.traces.scrub_forgotten if self.traces is not None else None,
         )
 
-    def _inspector_flow(self, p: CommandRunParams) -> Flow:
+    def _inspector_flow(self, _p: CommandRunParams) -> Flow:
         from pi_memory_bridge.commands.inspector_launch import InspectorDeps, inspector_flow
 
         deps = InspectorDeps(agent_dir=self._slot.agent_dir, cwd=self._cwd, env=self._env)
-        return inspector_flow(deps)
+        return lambda _dialog: inspector_flow(deps)
 
     def _sync_skills_flow(self, p: CommandRunParams) -> Flow:
         from pi_memory_bridge.skills import SyncDeps, sync_skills_flow
@@ -115,18 +139,18 @@ class Commands:
             problem = (
                 f"skills need the memorycore backend (this one is {slot.loaded.config.backend})"
                 if slot.backend is not None
-                else f"the memory backend is unavailable ({slot.backend_error or slot.footer()})"
+                else slot.problem()
             )
         else:
             problem = ""
         deps = SyncDeps(source, problem, slot.agent_dir / "skills")
-        return sync_skills_flow(deps, p.args, has_ui=p.has_ui)
+        return lambda dialog: sync_skills_flow(deps, p.args, dialog)
 
-    def _setup_flow(self, p: CommandRunParams) -> Flow:
+    def _setup_flow(self, _p: CommandRunParams) -> Flow:
         from pi_memory_bridge.commands.setup import SetupDeps, setup_flow
 
         deps = SetupDeps(agent_dir=self._slot.agent_dir, cwd=self._cwd, env=self._env)
-        return setup_flow(deps, has_ui=p.has_ui)
+        return lambda dialog: setup_flow(deps, dialog)
 
     def _outbox_flow(self, p: CommandRunParams) -> Flow:
         slot = self._slot
@@ -136,27 +160,27 @@ class Commands:
         if delivery is not None and delivery.worker is not None:
             flush = delivery.flush
         elif delivery is not None:
-            problem = f"the backend is not open ({slot.backend_error or slot.footer()})"
+            problem = slot.problem()
         deps = OutboxDeps(
             outbox=delivery.outbox if delivery is not None else None,
             problem=problem,
             flush=flush,
             pause_reason=delivery.pause_reason if delivery is not None else None,
         )
-        return outbox_flow(deps, p.args, has_ui=p.has_ui)
+        return lambda dialog: outbox_flow(deps, p.args, dialog)
 
-    async def _remember_flow(self, p: CommandRunParams) -> Flow:
-        text = p.args.strip()
-        if not text:
-            yield done("usage: /tdai-memory-remember <a fact or preference to keep>", "warning")
-            return
-        backend = self._slot.backend
-        if backend is None:
-            yield done(f"cannot remember: {self._slot.footer()}", "error")
-            return
-        try:
-            reply, _ = await memory_save(backend, {"content": text, "type": "preference"}, source="user")
-        except ToolFailure as exc:
-            yield done(str(exc), "error")
-            return
-        yield done(reply)
+    def _remember_flow(self, p: CommandRunParams) -> Flow:
+        async def flow(_dialog: Dialog) -> Outcome:
+            text = p.args.strip()
+            if not text:
+                return Outcome("usage: /tdai-memory-remember <a fact or preference to keep>", "warning")
+            backend = self._slot.backend
+            if backend is None:
+                return Outcome(f"cannot remember: {self._slot.problem()}", "error")
+            try:
+                reply, _ = await memory_save(backend, {"content": text, "type": "preference"}, source="user")
+            except ToolFailure as exc:
+                return Outcome(str(exc), "error")
+            return Outcome(reply)
+
+        return flow

@@ -15,19 +15,20 @@ from pi_memory_bridge.backends.base import MemoryBackend
 from pi_memory_bridge.commands.pause import ProjectPause
 from pi_memory_bridge.commands.status import StatusReport
 from pi_memory_bridge.config import LoadedConfig, data_dir
-from pi_memory_bridge.engine import footer, pause
+from pi_memory_bridge.engine import pause
 from pi_memory_bridge.engine.backend_slot import BackendSlot
 from pi_memory_bridge.engine.capture import Capture
 from pi_memory_bridge.engine.catch_up import CatchUp
 from pi_memory_bridge.engine.commands import Commands
+from pi_memory_bridge.engine.footer import FooterModel
 from pi_memory_bridge.engine.notifier import Notifier, Notify
 from pi_memory_bridge.engine.recall import Recall
 from pi_memory_bridge.engine.sessions import Sessions
 from pi_memory_bridge.engine.skills import SkillCapture
 from pi_memory_bridge.engine.status import Status
 from pi_memory_bridge.engine.tools import Tools
+from pi_memory_bridge.footer import FooterState
 from pi_memory_bridge.learning.engine import Learning, Peer
-from pi_memory_bridge.outbox import OutboxCounts
 from pi_memory_bridge.recall.trace_log import TraceLog, open_trace_log
 from pi_memory_bridge.sidecar.protocol import (
     CommandAnswerParams,
@@ -35,6 +36,7 @@ from pi_memory_bridge.sidecar.protocol import (
     CommandStep,
     LearningTriggerParams,
     LearningTriggerResult,
+    Notice,
     RecallParams,
     RecallResult,
     SessionParams,
@@ -60,6 +62,7 @@ class Engine:
         has_ui: bool = False,
     ) -> None:
         self._notifier = Notifier(notify)
+        self._peer = peer
         self.pause = ProjectPause(agent_dir, cwd)
         # consolidation in the background; `peer` (the shim) runs its model calls
         self.learning = Learning(
@@ -69,26 +72,35 @@ class Engine:
         self.slot = BackendSlot(
             loaded,
             agent_dir,
-            self._notifier,
             on_open=self._backend_opened,
-            on_outbox_change=self._outbox_changed,
+            on_outbox_change=lambda counts: self.status_line.outbox_changed(counts),
+            on_backend_change=lambda: self.status_line.tell(),
         )
+        self.status_line = FooterModel(loaded, self.slot, self._notifier)
         self.sessions = Sessions()
-        self._recall = Recall(loaded, self.slot)
-        self._capture = Capture(loaded, self.slot, self.sessions, self._skill_capture)
+        self.status_line.paused = self.pause.paused
+        self.status_line.learning = lambda: self.learning.working
+        self.learning.on_working = self.status_line.tell
+        self._recall = Recall(loaded, self.slot, self.status_line)
+        self._capture = Capture(loaded, self.slot, self.sessions, self._skill_capture, self.status_line)
         self._capture.on_captured = self.learning.turns_settled
         self._tools = Tools(loaded, self.slot)
         self._status = Status(
             loaded, self.slot, self.sessions, self._recall, self._capture.stats, log_file, self.learning
         )
-        self._commands = Commands(
-            self.slot, self._status, cwd=cwd, env=env, pause=self.pause, learning=self.learning
+        self.commands = Commands(
+            self.slot,
+            self._status,
+            self.status_line,
+            cwd=cwd,
+            env=env,
+            pause=self.pause,
+            learning=self.learning,
         )
         self.traces: TraceLog | None = None
-        self.catch_up = CatchUp(loaded, agent_dir, cwd, self.slot, self._notifier)
+        self.catch_up = CatchUp(loaded, agent_dir, cwd, self.slot, self._notice if peer is not None else None)
         self._capture.on_failure = self.catch_up.nudge
-        self._status.catch_up = self._commands.catch_up = self.catch_up
-        self.slot.paused = self.pause.paused
+        self._status.catch_up = self.commands.catch_up = self.catch_up
 
     @classmethod
     async def open(
@@ -107,7 +119,7 @@ class Engine:
         engine = cls(
             loaded, agent_dir, cwd, env=env, notify=notify, log_file=log_file, peer=peer, has_ui=has_ui
         )
-        engine.traces = engine._recall.traces = engine._commands.traces = await open_trace_log(
+        engine.traces = engine._recall.traces = engine.commands.traces = await open_trace_log(
             data_dir(agent_dir)
         )
         await engine.slot.start()
@@ -119,13 +131,14 @@ class Engine:
         await self._skill_capture.backend_opened(backend)
         self.learning.attach(backend)
 
-    def _outbox_changed(self, counts: OutboxCounts) -> None:
-        if self.pause.paused() or not (counts.waiting or counts.dead or self._capture.stats.captured):
-            return  # an empty outbox at start-up: nothing worth a footer change
-        self._notifier.say_soon(footer.outbox(counts))
+    async def _notice(self, message: str) -> None:
+        """A one-line message for the user (Pi shows it when it has a UI)."""
+        if self._peer is not None and self._notifier.live:
+            await self._peer.notify("notice", Notice(message=message))
 
-    def footer(self) -> str:
-        return self.slot.footer()
+    def footer(self) -> FooterState:
+        """The status line now, as the shim will show it."""
+        return self.status_line.show()
 
     async def session_changed(self, p: SessionParams) -> SessionResult:
         result = self.sessions.changed(p)
@@ -148,10 +161,10 @@ class Engine:
         return await self._tools.call(p)
 
     async def command_run(self, p: CommandRunParams) -> CommandStep:
-        return await self._commands.run(p)
+        return await self.commands.run(p)
 
     async def command_answer(self, p: CommandAnswerParams) -> CommandStep:
-        return await self._commands.answer(p)
+        return await self.commands.answer(p)
 
     async def learning_trigger(self, p: LearningTriggerParams) -> LearningTriggerResult:
         return self.learning.trigger(p.reason)
@@ -162,6 +175,7 @@ class Engine:
 
     async def shutdown(self) -> None:
         self._notifier.closing = True
+        await self.commands.close()
         await self.catch_up.stop()
         await self.learning.close()
         await self.slot.close()

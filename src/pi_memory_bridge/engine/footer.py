@@ -1,63 +1,94 @@
-"""Every footer text the handshake and the engine show in Pi's status line, in one place.
+"""What Pi's status line shows now: the engine's health, and what this turn recalled.
 
-The texts are part of what the user sees (and the E2E suites read), so they are kept exactly; the
-functions say which state each one reports.
+The states and their text are `pi_memory_bridge.footer`; this module decides which one is true.
+"recalled n" is shown from the recall until the turn is remembered (its capture delivered, or
+nothing to capture), then the line goes back to the engine's health. A problem (unavailable,
+behind) always wins over "recalled"; "learning" is shown while a consolidation job waits on its
+model and nothing else is to be said; "paused" whenever the user paused this project. Changes that
+happen in the background (a late backend open, a delivery that finished or keeps failing, a job
+that started or ended) are sent to the shim as `status/changed`.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Final
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from pi_memory_bridge import footer
+from pi_memory_bridge.config import LoadedConfig
+from pi_memory_bridge.engine.notifier import Notifier
+from pi_memory_bridge.footer import FooterKind, FooterState
 
 if TYPE_CHECKING:
-    from pi_memory_bridge.config import LoadedConfig
+    from pi_memory_bridge.engine.backend_slot import BackendSlot
     from pi_memory_bridge.outbox import OutboxCounts
 
-STARTING: Final = "memory: starting"
-OFF: Final = "memory: off"
-READY: Final = "memory: ready"
-RECALL_OFF: Final = "memory: recall off"
-CAPTURE_OFF: Final = "memory: capture off"
-NOTHING_TO_CAPTURE: Final = "memory: nothing to capture"
-CAPTURE_FAILED: Final = "memory: capture failed"
-PAUSED: Final = "memory: paused for this project"
 
+class FooterModel:
+    def __init__(self, loaded: LoadedConfig, slot: BackendSlot, notifier: Notifier) -> None:
+        self._loaded = loaded
+        self._slot = slot
+        self._notifier = notifier
+        self._turn: FooterState | None = None
+        self._counts: OutboxCounts | None = None
+        self._shown: FooterState | None = None
+        self.paused: Callable[[], bool] = lambda: False  # the user paused this project
+        self.learning: Callable[[], bool] = lambda: False  # a consolidation job is running
 
-def not_configured(backend: str) -> str:
-    return f"memory: {backend} not configured"
+    def health(self) -> FooterState:
+        loaded, slot = self._loaded, self._slot
+        off = footer.switched_off(loaded)
+        if off is footer.OFF:
+            return off
+        if self.paused():
+            return footer.PAUSED
+        if not loaded.backend_ready:
+            return footer.not_configured(loaded)
+        if slot.backend is None:
+            why = slot.backend_error or "not open yet"
+            return footer.unavailable(f"{loaded.config.backend} store: {why}")
+        counts = self._counts
+        if counts is not None and counts.waiting and (counts.last_error or slot.delivery_paused):
+            return footer.behind(counts.waiting)
+        return off or footer.READY
 
+    def now(self) -> FooterState:
+        health = self.health()
+        if health.kind is not FooterKind.READY:
+            return health
+        if self._turn is not None:
+            return self._turn
+        return footer.LEARNING if self.learning() else health
 
-def unavailable(backend: str) -> str:
-    return f"memory: {backend} unavailable"
+    def show(self) -> FooterState:
+        """The state to answer with now (the shim will show it)."""
+        self._shown = self.now()
+        return self._shown
 
+    def recalled(self, items: int) -> FooterState:
+        self._turn = footer.recalled(items) if items else None
+        return self.show()
 
-def not_captured(reason: str) -> str:
-    return f"memory: not captured ({reason})"
+    def turn_done(self) -> FooterState:
+        """The turn is remembered (or there was nothing to remember): back to the health."""
+        self._turn = None
+        return self.show()
 
+    def capture_failed(self, reason: str) -> FooterState:
+        self._turn = footer.unavailable(f"capture failed: {reason}")
+        return self.show()
 
-def captured(count: int, *, queued: bool) -> str:
-    return f"memory: {'queued' if queued else 'captured'} {count}"
+    def outbox_changed(self, counts: OutboxCounts) -> None:
+        self._counts = counts
+        if counts.waiting == 0:
+            self._turn = None  # the turn's capture is delivered: it is remembered now
+        self.tell()
 
-
-def initial(loaded: LoadedConfig) -> str:
-    """The handshake's footer, from the configuration alone (the backend opens after)."""
-    if not loaded.config.enabled:
-        return OFF
-    if not loaded.backend_ready:
-        return not_configured(loaded.config.backend)
-    return STARTING
-
-
-def engine_state(loaded: LoadedConfig, *, backend_open: bool) -> str:
-    if not loaded.config.enabled:
-        return OFF
-    if not backend_open:
-        return unavailable(loaded.config.backend)
-    return READY
-
-
-def outbox(counts: OutboxCounts) -> str:
-    if counts.waiting == 0:
-        return "memory: saved" if not counts.dead else f"memory: saved ({counts.dead} dead in outbox)"
-    if counts.last_error:
-        return f"memory: {counts.waiting} queued (will retry)"
-    return f"memory: {counts.waiting} queued"
+    def tell(self) -> None:
+        """Send the state to the shim when it differs from what the shim was last given."""
+        if not self._notifier.live:
+            return  # before start-up `serve` sends the first state itself
+        state = self.now()
+        if state != self._shown:
+            self._shown = state
+            self._notifier.say_soon(state)

@@ -9,7 +9,9 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable, Coroutine
 
-Notify = Callable[[str], Coroutine[object, object, None]]
+from pi_memory_bridge.footer import FooterState
+
+Notify = Callable[[FooterState], Coroutine[object, object, None]]
 
 
 class Notifier:
@@ -23,13 +25,9 @@ class Notifier:
     def live(self) -> bool:
         return self._notify is not None and self.started and not self.closing
 
-    async def say(self, text: str) -> None:
+    def say_soon(self, state: FooterState) -> None:
         if self._notify is not None and self.live:
-            await self._notify(text)
-
-    def say_soon(self, text: str) -> None:
-        if self._notify is not None and self.live:
-            self.spawn(self._notify(text))
+            self.spawn(self._notify(state))
 
     def spawn(self, work: Coroutine[object, object, None]) -> None:
         """Run `work` in the background, holding a reference until it ends."""

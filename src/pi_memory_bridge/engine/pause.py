@@ -2,21 +2,21 @@
 
 from __future__ import annotations
 
-from pi_memory_bridge.commands.pause import PAUSED_FOOTER
-from pi_memory_bridge.sidecar.protocol import RecallResult, ToolCallResult, TurnSettledResult
+from pi_memory_bridge import footer
+from pi_memory_bridge.sidecar.protocol import Footer, RecallResult, ToolCallResult, TurnSettledResult
 
 RESUME_HINT = "/tdai-memory-resume turns it back on"
 
 
 def paused_recall() -> RecallResult:
     return RecallResult(
-        block=None, outcome="disabled", layers=[], elapsed_ms=0.0, chars=0, status_text=PAUSED_FOOTER
+        block=None, outcome="disabled", layers=[], elapsed_ms=0.0, chars=0, footer=Footer.of(footer.PAUSED)
     )
 
 
 def paused_capture() -> TurnSettledResult:
     return TurnSettledResult(
-        captured=0, skipped=0, reasons=["paused for this project"], status_text=PAUSED_FOOTER
+        captured=0, skipped=0, reasons=["paused for this project"], footer=Footer.of(footer.PAUSED)
     )
 
 

@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 from pi_memory_bridge.config import LoadedConfig
-from pi_memory_bridge.engine import footer
 from pi_memory_bridge.engine.backend_slot import BackendSlot
+from pi_memory_bridge.engine.footer import FooterModel
 from pi_memory_bridge.recall import Layer, RecallBudget, RecallOutcome, recall
 from pi_memory_bridge.recall.trace_log import TraceLog
-from pi_memory_bridge.sidecar.protocol import LayerReport, RecallParams, RecallResult
+from pi_memory_bridge.sidecar.protocol import Footer, LayerReport, RecallParams, RecallResult
 
 
 def recall_budget(loaded: LoadedConfig) -> RecallBudget:
@@ -28,9 +28,10 @@ def recall_budget(loaded: LoadedConfig) -> RecallBudget:
 
 
 class Recall:
-    def __init__(self, loaded: LoadedConfig, slot: BackendSlot) -> None:
+    def __init__(self, loaded: LoadedConfig, slot: BackendSlot, status_line: FooterModel) -> None:
         self._loaded = loaded
         self._slot = slot
+        self._status_line = status_line
         self.last: RecallOutcome | None = None
         self.traces: TraceLog | None = None  # each prompt's recall trace, for the inspector
 
@@ -43,7 +44,7 @@ class Recall:
                 layers=[],
                 elapsed_ms=0.0,
                 chars=0,
-                status_text=footer.RECALL_OFF,
+                footer=Footer.of(self._status_line.turn_done()),
             )
         backend = await self._slot.ensure(0)
         if backend is None:
@@ -53,7 +54,7 @@ class Recall:
                 layers=[],
                 elapsed_ms=0.0,
                 chars=0,
-                status_text=self._slot.footer(),
+                footer=Footer.of(self._status_line.turn_done()),
             )
         outcome = await recall(
             backend,
@@ -75,5 +76,5 @@ class Recall:
             ],
             elapsed_ms=round(outcome.elapsed_ms, 2),
             chars=outcome.chars,
-            status_text=outcome.short_status(),
+            footer=Footer.of(self._status_line.recalled(outcome.items)),
         )

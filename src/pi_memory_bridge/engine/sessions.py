@@ -24,7 +24,9 @@ class Sessions:
             ident = BranchIdentity(pi_session_id, derive_branch(_links(entries), leaf_id))
             self._known[pi_session_id] = ident
             return ident
-        return self._known.get(pi_session_id) or BranchIdentity(pi_session_id, "main")
+        ident = self._known.get(pi_session_id) or BranchIdentity(pi_session_id, "main")
+        self._known[pi_session_id] = ident
+        return ident
 
     def changed(self, p: SessionParams) -> SessionResult:
         ident = self.identity_for(p.pi_session_id, p.entries, p.leaf_id)

@@ -1,7 +1,8 @@
-"""Where the backend offers skills: today only MemoryCore does (skill source, skill capture).
+"""Skills where the backend serves them (`MemoryBackend.skills()`): the source the skill tools and
+sync read, and skill capture of tool-heavy turns.
 
-The skills package and the MemoryCore backend load only when asked, so a local-only sidecar never
-imports them.
+The skills package loads only when a backend serves skills, so a local-only sidecar never imports
+it.
 """
 
 from __future__ import annotations
@@ -17,16 +18,15 @@ from pi_memory_bridge.config import LoadedConfig, data_dir
 from pi_memory_bridge.engine.notifier import Notifier
 
 if TYPE_CHECKING:
-    from pi_memory_bridge.skills import SkillCaptureApi, SkillCaptureLedger, SkillSource
+    from pi_memory_bridge.backends.skills import SkillCaptureApi, SkillSource
+    from pi_memory_bridge.skills import SkillCaptureLedger
 
 log = logging.getLogger(__name__)
 
 
 def skill_source(backend: MemoryBackend | None) -> SkillSource | None:
-    from pi_memory_bridge.backends.memorycore import MemoryCoreBackend
-    from pi_memory_bridge.skills import MemoryCoreSkillSource
-
-    return MemoryCoreSkillSource.from_backend(backend) if isinstance(backend, MemoryCoreBackend) else None
+    server = backend.skills() if backend is not None else None
+    return server.source if server is not None else None
 
 
 class SkillCapture:
@@ -41,15 +41,12 @@ class SkillCapture:
 
     def _for(self, backend: MemoryBackend | None) -> tuple[SkillCaptureLedger, SkillCaptureApi] | None:
         """The ledger and the capture API when tool-heavy turns should go to skill capture."""
-        if not self._enabled:
+        server = backend.skills() if self._enabled and backend is not None else None
+        if server is None:
             return None
-        from pi_memory_bridge.backends.memorycore import MemoryCoreBackend
-        from pi_memory_bridge.skills import MemoryCoreSkillCapture, SkillCaptureLedger
+        from pi_memory_bridge.skills import SkillCaptureLedger
 
-        if not isinstance(backend, MemoryCoreBackend):
-            return None
-        ledger = SkillCaptureLedger(data_dir(self._agent_dir) / "skill-capture")
-        return ledger, MemoryCoreSkillCapture.from_backend(backend)
+        return SkillCaptureLedger(data_dir(self._agent_dir) / "skill-capture"), server.capture
 
     async def backend_opened(self, backend: MemoryBackend) -> None:
         """What a crashed process recorded but never sent goes out now."""

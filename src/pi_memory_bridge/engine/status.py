@@ -13,8 +13,12 @@ from pi_memory_bridge.commands.status import (
     StatusReport,
     config_problems,
     describe_budget,
+    describe_embeddings,
     describe_identity,
     describe_last_recall,
+    describe_recalled,
+    describe_session,
+    describe_waiting,
     outbox_problems,
     sdk_problems,
 )
@@ -25,6 +29,7 @@ from pi_memory_bridge.engine.catch_up import CatchUp
 from pi_memory_bridge.engine.recall import Recall
 from pi_memory_bridge.engine.sessions import Sessions
 from pi_memory_bridge.learning.engine import Learning
+from pi_memory_bridge.outbox import OutboxCounts
 from pi_memory_bridge.redact import redact_text
 
 
@@ -63,14 +68,21 @@ class Status:
     async def report(self, pi_session_id: str = "") -> StatusReport:
         loaded = self._loaded
         problems = config_problems(loaded)
-        backend_ok, detail, counts = await self._backend_status(problems)
-        outbox = await self._outbox_status(problems)
         sdk = sdk_state()
-        problems += sdk_problems(loaded, sdk.startswith("installed"), sdk_install_command())
+        install = sdk_install_command()
+        missing_sdk = sdk_problems(loaded, sdk.startswith("installed"), install)
+        backend_ok, detail, counts = await self._backend_status([] if missing_sdk else problems)
+        # the SDK problem is why the backend is down: say it once, with its one fix
+        problems += missing_sdk
+        detail = detail.replace(install, "the install command above") if missing_sdk else detail
+        outbox, queued = await self._outbox_status(problems)
+        pause = self._slot.delivery.pause_reason if self._slot.delivery is not None else None
+        identity = self._sessions.get(pi_session_id)
         if self.catch_up is not None:
             problems += self.catch_up.problems()
         learning, learning_problems = await self._learning.describe()
         problems += [Problem(what, fix) for what, fix in learning_problems]
+        embeddings, embeddings_words = await self._embeddings_status()
         return StatusReport(
             version=__version__,
             protocol=PROTOCOL_VERSION,
@@ -79,7 +91,7 @@ class Status:
             backend_ok=backend_ok,
             backend_detail=detail,
             counts=counts,
-            identity=describe_identity(self._sessions.get(pi_session_id)),
+            identity=describe_identity(identity),
             config_sources=tuple(s.path or s.kind for s in loaded.sources),
             recall_budget=describe_budget(loaded),
             last_recall=describe_last_recall(self._recall.last),
@@ -88,17 +100,32 @@ class Status:
             sdk=sdk,
             log_file=str(self._log_file) if self._log_file else "stderr only",
             problems=tuple(problems),
-            embeddings=await self._embeddings_status(),
+            embeddings=embeddings,
             catch_up=self.catch_up.status_line() if self.catch_up is not None else "",
             learning=learning,
+            session=describe_session(identity),
+            recalled=describe_recalled(self._recall.last),
+            waiting=describe_waiting(queued, pause)
+            if self._slot.delivery is not None
+            else "Waiting: nothing (captured turns go straight to the store, or capture is off).",
+            learning_words=self._learning.sentence(),
+            catch_up_words=self.catch_up.status_sentence() if self.catch_up is not None else "",
+            embeddings_words=embeddings_words,
         )
 
-    async def _embeddings_status(self) -> str:
+    async def _embeddings_status(self) -> tuple[str, str]:
+        """The details line and the sentence of search by meaning ("" for a backend without it)."""
         status_of = getattr(self._slot.backend, "semantic_status", None)  # the local backend's
         if not callable(status_of):
-            return ""
+            return "", ""
         status = await asyncio.to_thread(status_of)
-        return "" if status is None else str(status.describe())
+        if status is None:
+            return "", ""
+        left = None
+        if status.turns is not None and status.atomic is not None:
+            left = (status.turns.total - status.turns.done) + (status.atomic.total - status.atomic.done)
+        words = describe_embeddings(str(status.state), status.reason, left)
+        return str(status.describe()), words
 
     async def _backend_status(self, problems: list[Problem]) -> tuple[bool, str, dict[str, int]]:
         """(ok, detail, counts) of the backend; what is wrong goes into `problems`."""
@@ -109,7 +136,8 @@ class Status:
             detail = slot.backend_error or "not opened"
             problems.append(
                 Problem(
-                    f"backend unavailable: {detail}", "run `pi-memory-bridge doctor` for the details and fix"
+                    f"the memory store is unavailable: {detail}",
+                    "run `pi-memory-bridge doctor` for the details and fix",
                 )
             )
             return False, detail, {}
@@ -122,24 +150,24 @@ class Status:
         problems.extend(Problem(x, "see the log file for details") for x in st.problems)
         return st.ok, st.detail, dict(st.counts)
 
-    async def _outbox_status(self, problems: list[Problem]) -> str:
-        """The outbox line of the report; what is wrong goes into `problems`."""
+    async def _outbox_status(self, problems: list[Problem]) -> tuple[str, OutboxCounts | None]:
+        """The outbox line of the details and its counts; what is wrong goes into `problems`."""
         slot = self._slot
         if slot.delivery is None:
             if not slot.delivery_error:
-                return "off (capture disabled)"
+                return "off (capture disabled)", None
             problems.append(
                 Problem(
-                    f"outbox unavailable: {slot.delivery_error}",
+                    f"the queue of captured turns cannot be opened: {slot.delivery_error}",
                     "run `pi-memory-bridge doctor`: it names the file at fault and what to do",
                 )
             )
-            return f"unavailable: {slot.delivery_error}"
+            return f"unavailable: {slot.delivery_error}", None
         try:
             queued = await slot.delivery.counts()
         except BackendError as exc:
             line = f"unreadable: {redact_text(str(exc)).text}"
-            problems.append(Problem(line, "see the log file"))
-            return line
+            problems.append(Problem(f"the queue of captured turns is {line}", "see the log file"))
+            return line, None
         problems += outbox_problems(queued, slot.delivery.pause_reason)
-        return describe_counts(queued, slot.delivery.pause_reason)
+        return describe_counts(queued, slot.delivery.pause_reason), queued

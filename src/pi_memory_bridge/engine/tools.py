@@ -9,7 +9,13 @@ from pi_memory_bridge.config import LoadedConfig
 from pi_memory_bridge.engine.backend_slot import BackendSlot
 from pi_memory_bridge.engine.skills import skill_source
 from pi_memory_bridge.sidecar.protocol import ToolCallParams, ToolCallResult
-from pi_memory_bridge.tools.memory import ToolFailure, conversation_search, memory_save, memory_search
+from pi_memory_bridge.tools.memory import (
+    ToolFailure,
+    conversation_search,
+    memory_save,
+    memory_search,
+    readable,
+)
 
 
 class Tools:
@@ -21,7 +27,7 @@ class Tools:
         backend = await self._slot.ensure(0)
         if backend is None:
             return ToolCallResult(
-                text=f"Memory unavailable: {self._slot.footer()}. Continue without memory.",
+                text=f"Memory unavailable: {self._slot.problem()}. Continue without memory.",
                 details={},
                 is_error=True,
             )
@@ -36,7 +42,8 @@ class Tools:
                 text, details = await self._skill_tool(backend, p)
         except ToolFailure as exc:
             return ToolCallResult(text=str(exc), details={}, is_error=True)
-        return ToolCallResult(text=text, details=details)
+        # the model reads `text`; Pi's UI shows `display` (tool renderResult in the shim)
+        return ToolCallResult(text=text, details={**details, "display": readable(text)})
 
     async def _skill_tool(self, backend: MemoryBackend, p: ToolCallParams) -> tuple[str, dict[str, Any]]:
         from pi_memory_bridge.skills import skill_read, skill_search

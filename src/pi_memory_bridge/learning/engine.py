@@ -28,16 +28,18 @@ from pydantic import BaseModel
 from pi_memory_bridge.backends.base import BackendError, MemoryBackend
 from pi_memory_bridge.config import LearningSettings
 from pi_memory_bridge.learning.budget import budget_day
-from pi_memory_bridge.learning.model import CompletionModel, ShimModel
+from pi_memory_bridge.learning.model import CompletionModel
 from pi_memory_bridge.learning.project import project_of
 from pi_memory_bridge.learning.reasons import FailReason
 from pi_memory_bridge.learning.scheduler import JobScheduler
+from pi_memory_bridge.learning.shim_model import ShimModel
+from pi_memory_bridge.learning.working import WorkingModel
 from pi_memory_bridge.sidecar.protocol import ConsentNeeded, LearningTriggerResult, Notice
 
 if TYPE_CHECKING:
     from pi_memory_bridge.backends.local.memories import LearnedMemories
     from pi_memory_bridge.backends.local.notes import NoteFiles
-    from pi_memory_bridge.commands.flows import Flow
+    from pi_memory_bridge.commands.dialog import Flow
     from pi_memory_bridge.learning.consolidate import JobOutcome, JobSettings
     from pi_memory_bridge.learning.notes import NotesReport
 
@@ -123,6 +125,8 @@ class Learning:
         self._session: str | None = None
         self._projects_recorded: set[str] = set()
         self._background: set[asyncio.Task[None]] = set()
+        self._running_calls = 0  # completions in flight: the footer says "learning" meanwhile
+        self.on_working: Callable[[], None] = lambda: None  # told when `working` may have changed
         self._vectors_changed: Callable[[], None] | None = None
         self._scheduler = JobScheduler(
             self._run, idle_s=float(settings.idle_seconds), every_turns=settings.every_turns
@@ -146,6 +150,15 @@ class Learning:
         self._notes = (backend.notes, backend.root)
         if self.active and schedule:
             self._scheduler.kick(LEFTOVER_DELAY_S)
+
+    @property
+    def working(self) -> bool:
+        """A consolidation job is waiting on its model now."""
+        return self._running_calls > 0
+
+    def _working_changed(self, delta: int) -> None:
+        self._running_calls += delta
+        self.on_working()
 
     @property
     def active(self) -> bool:
@@ -193,9 +206,10 @@ class Learning:
             return
         session = self._session
         found = False
+        model = WorkingModel(self.model, self._working_changed)
         for _ in range(MAX_JOBS_PER_RUN):
             outcome = await consolidate_once(
-                self.memories, self._search, self.model, job_settings(self.settings), session=session
+                self.memories, self._search, model, job_settings(self.settings), session=session
             )
             if outcome.kind == "nothing" and session is not None:
                 session = None  # this session is done: turns earlier sessions left behind come next
@@ -270,13 +284,13 @@ class Learning:
 
     # ---- commands -----------------------------------------------------------------------------
 
-    def undo_command(self, args: str, *, has_ui: bool) -> Flow:
+    def undo_command(self, args: str) -> Flow:
         from pi_memory_bridge.commands.learning import UndoDeps, undo_flow
 
         deps = UndoDeps(self.memories, self.problem or "the memory store is not open", self._regenerate_soon)
-        return undo_flow(deps, args, has_ui=has_ui)
+        return lambda dialog: undo_flow(deps, args, dialog)
 
-    def learning_command(self, args: str, *, has_ui: bool) -> Flow:
+    def learning_command(self, args: str) -> Flow:
         from pi_memory_bridge.commands.learning import LearningDeps, learning_flow
 
         deps = LearningDeps(
@@ -288,7 +302,7 @@ class Learning:
             set_consent=self.set_consent,
             model_configured=self.settings.model is not None or self.settings.endpoint is not None,
         )
-        return learning_flow(deps, args, has_ui=has_ui)
+        return lambda dialog: learning_flow(deps, args, dialog)
 
     # ---- status -------------------------------------------------------------------------------
 
@@ -310,6 +324,25 @@ class Learning:
         if self.memories is None:
             return "on, waiting for the memory store"
         return f"on, model {self.model_label()}"
+
+    def sentence(self) -> str:
+        """The state in words for the status's main text (its fixes are among `describe`'s problems
+        or in the one command named here, never both)."""
+        head = "Learning from your sessions"
+        if self.problem:
+            return f"{head}: off; {self.problem}."
+        if self.consent is None:
+            when = (
+                "you will be asked once" if self.has_ui else "you will be asked in an interactive Pi session"
+            )
+            return f"{head}: not allowed yet; {when} (or run /tdai-memory-learning on)."
+        if self.consent is False:
+            return f"{head}: off; /tdai-memory-learning on allows it."
+        if self.memories is None:
+            return f"{head}: on, waiting for the memory store to open."
+        if self.working:
+            return f"{head}: on; a consolidation job is running now on {self.model_label()}."
+        return f"{head}: on; {self.model_label()} turns what you said into memories in the background."
 
     async def describe(self) -> tuple[str, list[tuple[str, str]]]:
         """The status line, and problems as (what, fix)."""

@@ -36,6 +36,8 @@ class Candidate:
     turn_ids: tuple[str, ...]
     observed_at: datetime
     project: str | None
+    tags: tuple[str, ...] = ()
+    questions: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,10 +61,13 @@ def candidates_from_extraction(
         unknown = [ref for ref in memory.turns if ref not in turns]
         if unknown:
             return Refused(FailReason.UNKNOWN_ID, f"turn ids not shown: {', '.join(sorted(set(unknown)))}")
-        if redact_text(memory.text).count:
+        # the tags and questions are held to the memory's own rules: one doubtful cue and the
+        # whole memory is dropped (the model wrote down something it should not have)
+        texts = (memory.text, *memory.tags, *memory.questions)
+        if any(redact_text(t).count for t in texts):
             dropped["held a secret"] += 1
             continue
-        if looks_like_file_content(memory.text) or "[REDACTED" in memory.text:
+        if any(looks_like_file_content(t) or "[REDACTED" in t for t in texts):
             dropped["looked like file contents"] += 1
             continue
         key = content_key(memory.text)
@@ -79,6 +84,8 @@ def candidates_from_extraction(
                 turn_ids=tuple(t.turn_id for t in sources),
                 observed_at=max(t.created_at for t in sources),
                 project=project if memory.scope == "project" else None,
+                tags=tuple(memory.tags),
+                questions=tuple(memory.questions),
             )
         )
     return Extraction(tuple(out), dropped)
@@ -96,6 +103,9 @@ def _op(
         observed_at=candidate.observed_at,
         project=candidate.project,
         why=why,
+        # what the model wrote for the candidate's topic also fits a merged sentence about it
+        tags=candidate.tags,
+        questions=candidate.questions,
     )
 
 

@@ -15,10 +15,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
-from pi_memory_bridge.learning.schemas import MAX_MEMORIES_PER_JOB
+from pi_memory_bridge.learning.schemas import MAX_MEMORIES_PER_JOB, MAX_QUESTIONS, MAX_TAGS
 from pi_memory_bridge.redact import redact_text
 
-EXTRACT_TAG = "[pi-memory-bridge:extract v1]"
+EXTRACT_TAG = "[pi-memory-bridge:extract v2]"
 RECONCILE_TAG = "[pi-memory-bridge:reconcile v1]"
 MAX_SIDE_CHARS = 1500
 MAX_CONTEXT_SIDE_CHARS = 300
@@ -71,6 +71,11 @@ How to write each memory:
 - Take what the user said or confirmed. What the assistant proposed counts only once the user
   accepted it.
 - scope "project" when it only holds for the project being worked on, else "user".
+- "tags": 3 to {MAX_TAGS} short topic tags (one to three words each) in both Chinese and English,
+  the topics someone would have in mind when this memory is needed ("code style", "代码风格").
+- "questions": 2 to {MAX_QUESTIONS} short questions this memory answers, as the user might ask them
+  in a later session, at least one in the user's language and one in the other of Chinese and
+  English. Tags and questions follow the same rules as the memory: nothing secret, no file contents.
 
 Never write down: greetings and small talk, a request that only concerns the task at hand,
 the assistant's own ideas, moods, anything shown as [REDACTED...] or [code omitted], secrets,
@@ -79,7 +84,8 @@ Do not repeat anything listed under KNOWN. Fewer is better than doubtful: an emp
 good answer. At most {MAX_MEMORIES_PER_JOB} memories.
 
 Answer with one JSON object and nothing else, in this shape:
-{{"memories": [{{"kind": "preference", "text": "...", "turns": ["t1"], "scope": "user"}}]}}
+{{"memories": [{{"kind": "preference", "text": "...", "turns": ["t1"], "scope": "user",
+  "tags": ["...", "..."], "questions": ["...?", "...？"]}}]}}
 "turns" lists the ids of the NEW TURNS the memory comes from."""
 
 

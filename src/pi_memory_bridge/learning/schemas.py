@@ -17,6 +17,11 @@ from pi_memory_bridge.learning.reasons import FailReason
 MAX_MEMORIES_PER_JOB = 20
 MAX_TARGETS = 8
 MAX_MEMORY_CHARS = 400
+# write-time enrichment of each memory: topic tags (zh and en) and questions it answers
+MAX_TAGS = 6
+MAX_TAG_CHARS = 40
+MAX_QUESTIONS = 3
+MAX_QUESTION_CHARS = 160
 __all__ = [
     "KINDS",
     "MAX_MEMORIES_PER_JOB",
@@ -36,6 +41,10 @@ ExistingRef = Annotated[str, StringConstraints(pattern=r"^m[1-9][0-9]{0,2}$")]
 MemoryText = Annotated[
     str, StringConstraints(strip_whitespace=True, min_length=3, max_length=MAX_MEMORY_CHARS)
 ]
+Tag = Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=MAX_TAG_CHARS)]
+Question = Annotated[
+    str, StringConstraints(strip_whitespace=True, min_length=3, max_length=MAX_QUESTION_CHARS)
+]
 
 
 class _Answer(BaseModel):
@@ -47,6 +56,9 @@ class ExtractedMemory(_Answer):
     text: MemoryText
     turns: list[TurnRef] = Field(min_length=1, max_length=20)
     scope: Literal["user", "project"] = "user"
+    # optional (a memory without them is still recalled, by its text), capped when present
+    tags: list[Tag] = Field(default_factory=list, max_length=MAX_TAGS)
+    questions: list[Question] = Field(default_factory=list, max_length=MAX_QUESTIONS)
 
 
 class ExtractAnswer(_Answer):

@@ -25,26 +25,18 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import enum
 import logging
 import random
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from datetime import datetime
 
-from pi_memory_bridge.backends.base import (
-    BackendConfigError,
-    BackendCorrupt,
-    BackendRejected,
-    BackendUnavailable,
-    Capability,
-    MemoryBackend,
-)
+from pi_memory_bridge.backends.base import Capability, MemoryBackend
 from pi_memory_bridge.outbox._backoff import DEFAULT_PAUSE, DEFAULT_RETRY, BackoffPolicy
+from pi_memory_bridge.outbox._batch import BatchDelivery, BatchRules, DeliveryReport, Outcome, Tally
 from pi_memory_bridge.outbox._errors import OutboxError
-from pi_memory_bridge.outbox._records import Claim, OutboxCounts, as_datetime, clip_error
+from pi_memory_bridge.outbox._pause import DeliveryPause
+from pi_memory_bridge.outbox._records import OutboxCounts
 from pi_memory_bridge.outbox._store import Outbox
-from pi_memory_bridge.redact import redact_text
 
 log = logging.getLogger(__name__)
 
@@ -63,70 +55,7 @@ DEFAULT_POLL_S = 5.0  # how soon records queued (or orphaned) by other processes
 DEFAULT_SEND_TIMEOUT_S = 120.0
 _MIN_SLEEP_S = 0.005
 _STOP_GRACE_S = 1.0  # how long stop() lets an in-hand batch finish before cancelling it
-_MAX_REPORTED_ERRORS = 5
-
-
-class _Outcome(enum.Enum):
-    DELIVERED = "delivered"
-    RETRY = "retry"  # transient failure, in backoff
-    SPLIT = "split"  # a batch was rejected; its head is retried alone right away
-    REJECTED = "rejected"  # a lone record was rejected (maybe dead now)
-    PAUSED = "paused"
-    UNSETTLED = "unsettled"  # the outbox could not record the outcome; the lease will expire
-
-
-@dataclass(frozen=True, slots=True)
-class DeliveryReport:
-    """What one delivery pass (or `flush`) did, and the outbox counts after it."""
-
-    delivered: int = 0  # turns sent and acknowledged
-    already_stored: int = 0  # turns found stored after an ambiguous failure, completed unsent
-    retried: int = 0  # turns put back after a transient failure
-    rejected: int = 0  # turns in batches the backend refused
-    dead_lettered: int = 0
-    batches: int = 0
-    paused: str | None = None  # why delivery is paused, if it is
-    errors: tuple[str, ...] = ()  # distinct errors seen, first few
-    counts: OutboxCounts = field(default_factory=OutboxCounts)
-
-
-@dataclass(slots=True)
-class _Tally:
-    delivered: int = 0
-    already_stored: int = 0
-    retried: int = 0
-    rejected: int = 0
-    dead_lettered: int = 0
-    batches: int = 0
-    errors: list[str] = field(default_factory=list)
-
-    def error(self, text: str) -> None:
-        if text not in self.errors and len(self.errors) < _MAX_REPORTED_ERRORS:
-            self.errors.append(text)
-
-    def report(self, counts: OutboxCounts, paused: str | None) -> DeliveryReport:
-        return DeliveryReport(
-            delivered=self.delivered,
-            already_stored=self.already_stored,
-            retried=self.retried,
-            rejected=self.rejected,
-            dead_lettered=self.dead_lettered,
-            batches=self.batches,
-            paused=paused,
-            errors=tuple(self.errors),
-            counts=counts,
-        )
-
-
-def _never_tried(claim: Claim) -> bool:
-    """No record of the batch was ever in a request: not possibly sent (ambiguous), nor retried,
-    nor in a rejected batch (a batch the backend split into several requests may have been
-    partly stored before one of them was refused)."""
-    return all(not (i.ambiguous or i.attempts or i.rejections) for i in claim.items)
-
-
-def _describe(exc: BaseException) -> str:
-    return clip_error(redact_text(f"{type(exc).__name__}: {exc}").text)
+__all__ = ["DeliveryReport", "DeliveryWorker"]
 
 
 class DeliveryWorker:
@@ -134,7 +63,8 @@ class DeliveryWorker:
     end it with `stop()`; `wake()` after an enqueue; `flush()` for an operator's "now".
 
     `on_change` is called on the event loop with the outbox counts whenever a pass leaves them
-    different from the last call (the sidecar forwards them to the shim's footer).
+    different from the last call, or delivered something (the counts may look the same before
+    and after a quick delivery); the sidecar turns them into the shim's footer.
     """
 
     def __init__(
@@ -165,23 +95,25 @@ class DeliveryWorker:
         self._batch_size = batch_size
         self._batch_max_chars = batch_max_chars
         self._retry = retry
-        self._pause = pause
-        self._max_rejections = max_rejections
         self._parallel_sessions = (
             parallel_sessions if Capability.CONCURRENT_SESSIONS in backend.capabilities else 1
         )
         self._poll_s = poll_s
-        self._heartbeat_s = heartbeat_s if heartbeat_s is not None else outbox.lease_s / 3
-        self._send_timeout_s = send_timeout_s
+        heartbeat = heartbeat_s if heartbeat_s is not None else outbox.lease_s / 3
         self._on_change = on_change
         self._rng = rng or random.Random()
         self._wake = asyncio.Event()
         self._pass_lock = asyncio.Lock()
         self._stopping = False
         self._task: asyncio.Task[None] | None = None
-        self._pause_failures = 0
-        self._paused_until: float | None = None
-        self._pause_reason: str | None = None
+        self._pause = DeliveryPause(pause, outbox.now, self._rng)
+        self._batches = BatchDelivery(
+            outbox,
+            backend,
+            BatchRules(retry, max_rejections, heartbeat, send_timeout_s),
+            self._pause,
+            self._rng,
+        )
         self._last_counts: OutboxCounts | None = None
         self._last_report: DeliveryReport | None = None
 
@@ -193,30 +125,15 @@ class DeliveryWorker:
 
     @property
     def paused_until(self) -> datetime | None:
-        return None if self._paused_until is None else as_datetime(self._paused_until)
+        return self._pause.until_datetime()
 
     @property
     def pause_reason(self) -> str | None:
-        return self._pause_reason
+        return self._pause.reason
 
     @property
     def last_report(self) -> DeliveryReport | None:
         return self._last_report
-
-    def _is_paused(self) -> bool:
-        return self._paused_until is not None and self._outbox.now() < self._paused_until
-
-    def _enter_pause(self, reason: str) -> None:
-        self._pause_failures += 1
-        delay = self._pause.delay(self._pause_failures, self._rng)
-        self._paused_until = self._outbox.now() + delay
-        self._pause_reason = reason
-        log.warning("outbox: delivery paused for %.0f s: %s", delay, reason)
-
-    def _clear_pause(self) -> None:
-        self._pause_failures = 0
-        self._paused_until = None
-        self._pause_reason = None
 
     # ---- control ------------------------------------------------------------------------------
 
@@ -298,8 +215,8 @@ class DeliveryWorker:
     async def _idle_delay(self) -> float:
         now = self._outbox.now()
         candidates = [self._poll_s]
-        if self._paused_until is not None and now < self._paused_until:
-            candidates.append(self._paused_until - now)
+        if self._pause.until is not None and now < self._pause.until:
+            candidates.append(self._pause.until - now)
         else:
             due = await asyncio.to_thread(self._outbox.next_due_at)
             if due is not None:
@@ -308,22 +225,22 @@ class DeliveryWorker:
 
     async def _pass(self, *, force: bool) -> DeliveryReport:
         async with self._pass_lock:
-            tally = _Tally()
+            tally = Tally()
             if force:
-                self._clear_pause()
-            if not self._is_paused():
+                self._pause.clear()
+            if not self._pause.active():
                 await self._deliver_claims(tally, force=force)
             counts = await asyncio.to_thread(self._outbox.counts)
-            report = tally.report(counts, self._pause_reason if self._is_paused() else None)
+            report = tally.report(counts, self._pause.reason if self._pause.active() else None)
             self._last_report = report
-            self._notify(counts)
+            self._notify(counts, delivered=bool(tally.delivered or tally.already_stored))
             return report
 
-    async def _deliver_claims(self, tally: _Tally, *, force: bool) -> None:
+    async def _deliver_claims(self, tally: Tally, *, force: bool) -> None:
         """Claim and deliver until nothing is due, with up to `parallel_sessions` batches (of
         distinct sessions) in flight. A session that fails is not claimed again in this pass."""
         failed_sessions: set[str] = set()
-        in_flight: dict[asyncio.Task[_Outcome], str] = {}
+        in_flight: dict[asyncio.Task[Outcome], str] = {}
         paused = False
         try:
             while True:
@@ -337,7 +254,7 @@ class DeliveryWorker:
                     )
                     if claim is None:
                         break
-                    task = asyncio.create_task(self._deliver(claim, tally), name="outbox-batch")
+                    task = asyncio.create_task(self._batches.deliver(claim, tally), name="outbox-batch")
                     in_flight[task] = claim.memory_session_id
                 if not in_flight:
                     return
@@ -345,9 +262,9 @@ class DeliveryWorker:
                 for task in done:
                     session = in_flight.pop(task)
                     outcome = task.result()
-                    if outcome is _Outcome.PAUSED:
+                    if outcome is Outcome.PAUSED:
                         paused = True
-                    elif outcome not in (_Outcome.DELIVERED, _Outcome.SPLIT):
+                    elif outcome not in (Outcome.DELIVERED, Outcome.SPLIT):
                         failed_sessions.add(session)
         finally:
             # Cancelled (stop) or failed: each batch still in flight releases its own claim.
@@ -356,106 +273,11 @@ class DeliveryWorker:
             if in_flight:
                 await asyncio.wait(in_flight)
 
-    def _notify(self, counts: OutboxCounts) -> None:
-        if self._on_change is None or counts == self._last_counts:
+    def _notify(self, counts: OutboxCounts, *, delivered: bool) -> None:
+        if self._on_change is None or (counts == self._last_counts and not delivered):
             return
         self._last_counts = counts
         try:
             self._on_change(counts)
         except Exception:
             log.exception("outbox: the on_change hook failed")
-
-    async def _heartbeat(self, claim: Claim) -> None:
-        while True:
-            await asyncio.sleep(self._heartbeat_s)
-            try:
-                if not await asyncio.to_thread(self._outbox.extend, claim):
-                    log.warning("outbox: lost the lease of a batch being delivered (%s)", claim.ids[0])
-                    return
-            except OutboxError as exc:
-                log.warning("outbox: cannot renew a lease: %s", exc)
-
-    async def _deliver(self, claim: Claim, tally: _Tally) -> _Outcome:
-        tally.batches += 1
-        sent = False
-        already: set[str] = set()
-        heartbeat = asyncio.create_task(self._heartbeat(claim), name="outbox-lease-heartbeat")
-        try:
-            async with asyncio.timeout(self._send_timeout_s):
-                ambiguous = [item.turn.turn_id for item in claim.items if item.ambiguous]
-                if ambiguous:
-                    already = set(await self._backend.stored_turn_ids(ambiguous)) & set(ambiguous)
-                fresh = [item.turn for item in claim.items if item.turn.turn_id not in already]
-                if fresh:
-                    sent = True
-                    await self._backend.add_turns(fresh, first_attempt=_never_tried(claim))
-        except asyncio.CancelledError:
-            # Blocking, but only a short local write: an awaited call could be cancelled again.
-            self._settle_quietly(lambda: self._outbox.release(claim, ambiguous=sent))
-            raise
-        except (BackendConfigError, BackendCorrupt) as exc:
-            reason = _describe(exc)
-            tally.error(reason)
-            if not self._is_paused():  # batches in flight together hit the same cause once
-                self._enter_pause(reason)
-            return await self._settle(
-                _Outcome.PAUSED, lambda: self._outbox.release(claim, f"paused: {reason}", ambiguous=sent)
-            )
-        except BackendRejected as exc:
-            return await self._rejected(claim, _describe(exc), tally)
-        except Exception as exc:
-            if isinstance(exc, TimeoutError):
-                reason = f"TimeoutError: no answer from the {self._backend.name} backend in time"
-            else:
-                reason = _describe(exc)
-            if not isinstance(exc, BackendUnavailable | TimeoutError):
-                log.exception("outbox: unexpected error from %s (retried as transient)", self._backend.name)
-            tally.error(reason)
-            tally.retried += len(claim.items)
-            delay = self._retry.delay(claim.head.attempts + 1, self._rng)
-            return await self._settle(
-                _Outcome.RETRY, lambda: self._outbox.retry(claim, reason, delay_s=delay, ambiguous=sent)
-            )
-        finally:
-            heartbeat.cancel()
-        self._clear_pause()
-        tally.delivered += len(claim.items) - len(already)
-        tally.already_stored += len(already)
-        if already:
-            log.info("outbox: %d turns were already stored; completed without resending", len(already))
-        return await self._settle(_Outcome.DELIVERED, lambda: self._outbox.complete(claim))
-
-    async def _rejected(self, claim: Claim, reason: str, tally: _Tally) -> _Outcome:
-        tally.error(reason)
-        tally.rejected += len(claim.items)
-        if len(claim.items) > 1:
-            return await self._settle(
-                _Outcome.SPLIT,
-                lambda: self._outbox.reject(claim, reason, max_rejections=self._max_rejections, delay_s=0.0),
-            )
-        delay = self._retry.delay(claim.head.rejections + 1, self._rng)
-        try:
-            dead = await asyncio.to_thread(
-                self._outbox.reject, claim, reason, max_rejections=self._max_rejections, delay_s=delay
-            )
-        except OutboxError as exc:
-            log.warning("outbox: cannot record a rejection (the lease will expire): %s", exc)
-            return _Outcome.UNSETTLED
-        tally.dead_lettered += len(dead)
-        return _Outcome.REJECTED
-
-    async def _settle(self, outcome: _Outcome, action: Callable[[], object]) -> _Outcome:
-        try:
-            await asyncio.to_thread(action)
-        except OutboxError as exc:
-            # The records stay leased; when the lease expires another pass reclaims them as
-            # ambiguous and checks the backend before resending, so nothing is lost or doubled.
-            log.warning("outbox: cannot record a delivery outcome (the lease will expire): %s", exc)
-            return _Outcome.UNSETTLED
-        return outcome
-
-    def _settle_quietly(self, action: Callable[[], object]) -> None:
-        try:
-            action()
-        except OutboxError as exc:
-            log.warning("outbox: cannot release a claim (the lease will expire): %s", exc)

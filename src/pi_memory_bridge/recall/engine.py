@@ -62,18 +62,10 @@ class RecallOutcome:
     elapsed_ms: float
     chars: int
 
-    def short_status(self) -> str:
-        if self.outcome in ("recalled", "partial"):
-            used = ", ".join(f"{r.layer} {r.items}" for r in self.layers if r.state == "ok" and r.items)
-            bad = [str(r.layer) for r in self.layers if r.state in ("failed", "timeout")]
-            tail = f"; {'/'.join(bad)} missed" if bad else ""
-            return f"memory: recalled ({used}){tail}"
-        return {
-            "empty": "memory: nothing relevant",
-            "skipped": "memory: ready",
-            "unavailable": "memory: recall unavailable",
-            "disabled": "memory: recall off",
-        }[self.outcome]
+    @property
+    def items(self) -> int:
+        """How many remembered items the block holds."""
+        return sum(r.items for r in self.layers if r.state == "ok")
 
 
 def _stamp(finished_at: dict[Layer, float], layer: Layer) -> Callable[[object], None]:

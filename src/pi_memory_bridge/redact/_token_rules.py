@@ -66,7 +66,6 @@ class _Tokens:
         return "openai-key" if token.kind == "api-key" and "T3BlbkFJ" in value else token.kind
 
 
-
 class _CompiledOnFirstUse:
     """A rule built by `build` when it first runs, then reused (a race builds it twice, harmlessly)."""
 
@@ -95,6 +94,7 @@ TOKEN_RULE: Final = _CompiledOnFirstUse(lambda: _tokens().rule)
 def classify_token(value: str) -> str | None:
     """The kind of the vendor token that is exactly ``value``, or None."""
     return _tokens().classify(value)
+
 
 _AWS_SECRET = r"[A-Za-z0-9/+]{40}"
 _AWS_SECRET_END = r"(?:[^A-Za-z0-9/+=]|$)"

@@ -179,6 +179,15 @@ class RpcEndpoint:
         while self._tasks:
             await asyncio.gather(*list(self._tasks), return_exceptions=True)
 
+    async def drain_others(self, timeout_s: float) -> bool:
+        """Wait up to `timeout_s` for every request in flight but the caller's own; whether all
+        of them finished."""
+        others = self._tasks - {asyncio.current_task()}
+        if not others:
+            return True
+        _done, pending = await asyncio.wait(others, timeout=timeout_s)
+        return not pending
+
     def _dispatch_line(self, data: bytes) -> None:
         task = asyncio.create_task(self._handle_line(data))
         self._tasks.add(task)

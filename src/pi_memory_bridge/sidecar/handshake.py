@@ -13,9 +13,15 @@ from pathlib import Path
 
 from pi_memory_bridge._version import PROTOCOL_VERSION, __version__
 from pi_memory_bridge.config import LoadedConfig, default_agent_dir, load_config
-from pi_memory_bridge.engine import footer
+from pi_memory_bridge.footer import initial
 from pi_memory_bridge.rpc.errors import ProtocolVersionMismatch
-from pi_memory_bridge.sidecar.protocol import ConfigState, InitializeParams, InitializeResult, RecallLimits
+from pi_memory_bridge.sidecar.protocol import (
+    ConfigState,
+    Footer,
+    InitializeParams,
+    InitializeResult,
+    RecallLimits,
+)
 from pi_memory_bridge.sidecar.versions import UPGRADE_HINT, version_mismatch
 
 log = logging.getLogger(__name__)
@@ -60,6 +66,6 @@ def handshake(p: InitializeParams, env: Mapping[str, str]) -> Handshake:
             sources=[s.path or s.kind for s in loaded.sources],
         ),
         recall=RecallLimits(deadline_ms=cfg.recall.deadline_ms, enabled=cfg.enabled and cfg.recall.enabled),
-        status_text=footer.initial(loaded),
+        footer=Footer.of(initial(loaded)),
     )
     return Handshake(loaded, agent_dir, Path(p.cwd), result, has_ui=p.has_ui)

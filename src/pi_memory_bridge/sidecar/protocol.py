@@ -30,15 +30,21 @@ Requests, sidecar -> shim (ids are strings, "s1", "s2", ...):
 
 Notifications, sidecar -> shim:
 
-  status/changed    StatusChanged         the short footer text changed (e.g. after background work)
+  status/changed    StatusChanged         the footer changed (e.g. background delivery finished)
   notice            Notice                a one-line message for the user (e.g. a consolidation ran)
   learning/consent  ConsentNeeded         learning was never allowed or refused: the shim, when it
-                                          has a UI, runs the `learning-consent` command (which asks)
+                                          has a UI, runs the `learning` command (which asks)
+
+Every result that changes Pi's status line carries a `Footer`: a typed state from `footer` (ready,
+recalled n, learning, behind n, paused, unavailable, off, starting, setup) and its text. The shim
+shows the text and keeps the state; it never reads meaning out of the text.
 
 A command runs as a small dialog driven by the sidecar: `command/run` returns a `CommandStep`;
-when its `kind` is `confirm`, `select`, `input` or `editor` the shim shows that dialog and sends the answer
+when its `kind` is `select`, `input` or `editor` the shim shows that dialog and sends the answer
 with `command/answer {flowId, answer}` (null when cancelled or when there is no UI), until a step of
-kind `done` arrives. The shim renders; all decisions are made here.
+kind `done` arrives. A yes/no question comes as a select with "No" first (Pi's own confirm
+starts on Yes and cannot start on No). The shim renders; all decisions are made here. A done step with
+`reload: true` asks the shim to reload Pi (e.g. new skills or a new configuration to read).
 """
 
 from __future__ import annotations
@@ -47,6 +53,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
+
+from pi_memory_bridge.footer import FooterKind, FooterState
 
 
 class WireModel(BaseModel):
@@ -60,6 +68,19 @@ class WireModel(BaseModel):
     )
 
 
+class Footer(WireModel):
+    """Pi's status line: the typed state (`footer.FooterKind`) and the text it renders to."""
+
+    state: FooterKind
+    count: int | None = None
+    reason: str | None = None
+    text: str
+
+    @classmethod
+    def of(cls, state: FooterState) -> Footer:
+        return cls(state=state.kind, count=state.count, reason=state.reason, text=state.text)
+
+
 # ---- initialize -------------------------------------------------------------------------------
 
 
@@ -71,11 +92,9 @@ class ClientInfo(WireModel):
 class InitializeParams(WireModel):
     protocol_version: str = Field(max_length=20)
     client: ClientInfo
-    pi_version: str | None = Field(default=None, max_length=100)
     agent_dir: str | None = Field(default=None, max_length=4096)
     cwd: str = Field(max_length=4096)
     project_trusted: bool = False
-    mode: str = Field(default="unknown", max_length=20)
     has_ui: bool = False
 
 
@@ -97,7 +116,7 @@ class InitializeResult(WireModel):
     server_version: str
     config: ConfigState
     recall: RecallLimits
-    status_text: str
+    footer: Footer
 
 
 # ---- sessions and identity --------------------------------------------------------------------
@@ -109,14 +128,13 @@ class EntryRef(WireModel):
     id: str = Field(max_length=200)
     parent_id: str | None = Field(default=None, max_length=200)
     type: str = Field(default="", max_length=64)
-    role: str | None = Field(default=None, max_length=64)
+    role: str | None = Field(default=None, max_length=64)  # capture keys a user turn by its entry id
     ts: int | None = None  # the message's own timestamp (ms), for message entries
 
 
 class SessionParams(WireModel):
     pi_session_id: str = Field(min_length=1, max_length=200)
     session_file: str | None = Field(default=None, max_length=4096)
-    reason: str | None = Field(default=None, max_length=32)
     entries: list[EntryRef] = Field(default_factory=list)
     leaf_id: str | None = Field(default=None, max_length=200)
 
@@ -149,7 +167,7 @@ class RecallResult(WireModel):
     layers: list[LayerReport]
     elapsed_ms: float
     chars: int
-    status_text: str
+    footer: Footer
 
 
 # ---- capture ----------------------------------------------------------------------------------
@@ -172,7 +190,7 @@ class TurnSettledResult(WireModel):
     captured: int
     skipped: int
     reasons: list[str]
-    status_text: str
+    footer: Footer
 
 
 # ---- tools ------------------------------------------------------------------------------------
@@ -187,7 +205,6 @@ ToolName = Literal[
 
 
 class ToolCallParams(WireModel):
-    pi_session_id: str = Field(default="", max_length=200)
     name: ToolName
     arguments: dict[str, Any]
 
@@ -214,7 +231,7 @@ class CommandAnswerParams(WireModel):
 
 
 class CommandStep(WireModel):
-    kind: Literal["done", "confirm", "select", "input", "editor"]
+    kind: Literal["done", "select", "input", "editor"]
     flow_id: str | None = None
     title: str = ""
     message: str = ""
@@ -222,7 +239,8 @@ class CommandStep(WireModel):
     placeholder: str = ""
     prefill: str = ""  # editor: the text to start from
     level: Literal["info", "warning", "error"] = "info"
-    status_text: str | None = None
+    footer: Footer | None = None  # on a done step: the status line after the command
+    reload: bool = False  # on a done step: Pi should reload (it reads skills and config at start)
 
 
 # ---- status / shutdown / notifications --------------------------------------------------------
@@ -237,11 +255,11 @@ class ShutdownParams(WireModel):
 
 
 class ShutdownResult(WireModel):
-    drained: bool
+    drained: bool  # whether the requests in flight finished before the answer
 
 
 class StatusChanged(WireModel):
-    text: str
+    footer: Footer
 
 
 # ---- learning ---------------------------------------------------------------------------------

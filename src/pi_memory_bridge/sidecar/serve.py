@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 from pi_memory_bridge.config import data_dir, default_agent_dir
 from pi_memory_bridge.embeddings.loader import start_early
+from pi_memory_bridge.footer import FooterState
 from pi_memory_bridge.rpc import InternalError, InvalidRequest, RpcEndpoint, open_stdio
 from pi_memory_bridge.rpc.framing import DEFAULT_MAX_LINE_BYTES
 from pi_memory_bridge.rpc.server import ByteReader
@@ -34,6 +35,7 @@ from pi_memory_bridge.sidecar.protocol import (
     CommandAnswerParams,
     CommandRunParams,
     CommandStep,
+    Footer,
     InitializeParams,
     InitializeResult,
     LearningTriggerParams,
@@ -59,6 +61,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 EXIT_WATCHDOG_S = 5.0
+SHUTDOWN_ANSWER_DRAIN_S = 0.8  # the shim waits 1 s for the answer to `shutdown`
 
 
 class _EofWatch:
@@ -145,8 +148,8 @@ def build_endpoint(
 ) -> RpcEndpoint:
     rpc = RpcEndpoint(max_line_bytes=max_line_bytes)
 
-    async def notify_status(text: str) -> None:
-        await rpc.notify("status/changed", StatusChanged(text=text))
+    async def notify_status(state: FooterState) -> None:
+        await rpc.notify("status/changed", StatusChanged(footer=Footer.of(state)))
 
     engine.notify = notify_status
     engine.peer = rpc  # learning asks the shim for completions (model/complete)
@@ -204,8 +207,10 @@ def build_endpoint(
 
     @rpc.route("shutdown", ShutdownParams, before_init=True)
     async def shutdown(_p: ShutdownParams) -> ShutdownResult:
+        # the answer says whether the requests in flight finished; it claims no drain it did not wait for
+        drained = await rpc.drain_others(SHUTDOWN_ANSWER_DRAIN_S)
         stop.set()
-        return ShutdownResult(drained=True)
+        return ShutdownResult(drained=drained)
 
     return rpc
 

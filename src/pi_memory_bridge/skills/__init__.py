@@ -1,13 +1,9 @@
 """Skills: the model's read-only skill tools and syncing server skills into Pi's skill directory."""
 
+from pi_memory_bridge.backends.memorycore import MemoryCoreSkillCapture, MemoryCoreSkillSource
+from pi_memory_bridge.backends.skills import SkillCaptureApi
 from pi_memory_bridge.skills._bundle import SkillBundle, SkillBundleError, fetch_bundle, resource_path_problem
-from pi_memory_bridge.skills._capture import (
-    CaptureResult,
-    MemoryCoreSkillCapture,
-    SkillCaptureApi,
-    SkillCaptureLedger,
-    skill_messages,
-)
+from pi_memory_bridge.skills._capture import CaptureResult, SkillCaptureLedger, skill_messages
 from pi_memory_bridge.skills._flow import YES_FLAG, SyncDeps, sync_skills_flow
 from pi_memory_bridge.skills._frontmatter import (
     FrontMatterError,
@@ -18,14 +14,20 @@ from pi_memory_bridge.skills._frontmatter import (
 )
 from pi_memory_bridge.skills._local import OwnershipRecord, scan
 from pi_memory_bridge.skills._source import (
-    MemoryCoreSkillSource,
     RemoteSkill,
     RemoteSkillSummary,
     SkillSource,
     list_all_skills,
 )
 from pi_memory_bridge.skills._sync import Action, install, plan_sync
-from pi_memory_bridge.skills._tools import SKILL_READ_TOOL, SKILL_SEARCH_TOOL, skill_read, skill_search
+from pi_memory_bridge.skills._tools import (
+    SKILL_READ_TOOL,
+    SKILL_SEARCH_TOOL,
+    SkillReadArgs,
+    SkillSearchArgs,
+    skill_read,
+    skill_search,
+)
 
 __all__ = [
     "SKILL_READ_TOOL",
@@ -43,6 +45,8 @@ __all__ = [
     "SkillBundleError",
     "SkillCaptureApi",
     "SkillCaptureLedger",
+    "SkillReadArgs",
+    "SkillSearchArgs",
     "SkillSource",
     "SyncDeps",
     "fetch_bundle",

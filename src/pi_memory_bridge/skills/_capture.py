@@ -22,10 +22,10 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal, Protocol
+from typing import Any, Literal
 
 from pi_memory_bridge.backends.base import BackendError, BackendRejected, ConversationTurn
-from pi_memory_bridge.backends.memorycore import MemoryCoreBackend, SdkBindings, call_sdk
+from pi_memory_bridge.backends.skills import SkillCaptureApi
 from pi_memory_bridge.private_files import private_opener
 
 JsonDict = dict[str, Any]
@@ -55,39 +55,6 @@ def skill_messages(turn: ConversationTurn) -> list[JsonDict]:
         room = (MAX_MESSAGES - len(head) - len(tail)) // 2 * 2
         messages = [*head, *messages[len(head) : len(messages) - len(tail)][:room], *tail]
     return messages
-
-
-class SkillCaptureApi(Protocol):
-    async def conversation_add(self, session_id: str, messages: list[JsonDict]) -> JsonDict: ...
-
-
-class _SdkCaptureClient(Protocol):
-    async def conversation_add(
-        self, *, session_id: str, user_id: str, team_id: str, agent_id: str, messages: list[JsonDict]
-    ) -> JsonDict: ...
-
-
-class MemoryCoreSkillCapture:
-    """`conversation_add` on the backend's SDK skill client, for the backend's identity."""
-
-    def __init__(
-        self, client: _SdkCaptureClient, sdk: SdkBindings, *, team: str, agent: str, user: str
-    ) -> None:
-        self._client, self._sdk = client, sdk
-        self._ids = {"team_id": team, "agent_id": agent, "user_id": user}
-
-    @classmethod
-    def from_backend(cls, backend: MemoryCoreBackend) -> MemoryCoreSkillCapture:
-        client: Any = backend.skill_client
-        t = backend.target
-        return cls(client, backend.sdk, team=t.team_id, agent=t.agent_id, user=t.user_id)
-
-    async def conversation_add(self, session_id: str, messages: list[JsonDict]) -> JsonDict:
-        return await call_sdk(
-            "skill/conversation/add",
-            self._sdk,
-            lambda: self._client.conversation_add(session_id=session_id, messages=messages, **self._ids),
-        )
 
 
 @dataclass(frozen=True, slots=True)

@@ -21,9 +21,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from pi_memory_bridge.backends.base import BackendError
-from pi_memory_bridge.commands.flows import Answer, Flow, done, step
+from pi_memory_bridge.commands.dialog import Cancelled, Dialog, Outcome
 from pi_memory_bridge.redact import redact_text
-from pi_memory_bridge.sidecar.protocol import CommandStep
 from pi_memory_bridge.skills._atomic import recover
 from pi_memory_bridge.skills._bundle import SKILL_FILE, SkillBundle, SkillBundleError, fetch_bundle
 from pi_memory_bridge.skills._local import LocalSkills, SyncedSkill, scan
@@ -47,8 +46,6 @@ CANCEL = "Cancel"
 SKIP = "Skip it (keep my edits)"
 KEEP_BOTH = "Keep both"
 YES_FLAG = "--yes"
-STATUS_SYNCED = "memory: skills synced"
-STATUS_FAILED = "memory: skill sync failed"
 
 
 @dataclass(frozen=True, slots=True)
@@ -156,121 +153,142 @@ def _recovered_scan(skills_dir: Path) -> LocalSkills:
         return scan(skills_dir)
 
 
-def _busy(exc: SyncBusy) -> CommandStep:
-    return done(f"{_error_text(exc)}; try again in a moment. Nothing was written.", "warning", STATUS_FAILED)
+def _busy(exc: SyncBusy) -> Outcome:
+    return Outcome(f"{_error_text(exc)}; try again in a moment. Nothing was written.", "warning")
 
 
-def _finish(lines: list[str], *, wrote: bool) -> CommandStep:
+def _finish(lines: list[str], *, wrote: bool) -> Outcome:
     failed = any(line.startswith("FAILED") for line in lines)
     if wrote:
-        lines = [*lines, "Reload Pi (/reload) if the new skills do not show up."]
-    return done(
-        "\n".join(lines) or "Nothing to do.",
-        "error" if failed else "info",
-        STATUS_FAILED if failed else (STATUS_SYNCED if wrote else None),
-    )
+        lines = [*lines, "Pi reloads now to list them."]
+    # Pi reads skills at start-up: after a write it reloads, so the synced skills are listed
+    return Outcome("\n".join(lines) or "Nothing to do.", "error" if failed else "info", reload=wrote)
 
 
-async def sync_skills_flow(deps: SyncDeps, args: str, *, has_ui: bool) -> Flow:
+async def sync_skills_flow(deps: SyncDeps, args: str, dialog: Dialog) -> Outcome:
     if deps.source is None:
-        yield done(f"Skills cannot be synced: {deps.source_problem}", "warning")
-        return
+        return Outcome(f"Skills cannot be synced: {deps.source_problem}", "warning")
     source = deps.source
     try:
         remote = await list_all_skills(source)
     except BackendError as exc:
-        yield done(
-            f"Could not list the server's skills, nothing was written: {_error_text(exc)}",
-            "error",
-            STATUS_FAILED,
+        return Outcome(
+            f"Could not list the server's skills, nothing was written: {_error_text(exc)}", "error"
         )
-        return
     if not remote:
-        yield done("The server has no skills yet; nothing to sync.")
-        return
+        return Outcome("The server has no skills yet; nothing to sync.")
     try:
         local = await asyncio.to_thread(_recovered_scan, deps.skills_dir)
     except SyncBusy as exc:
-        yield _busy(exc)
-        return
+        return _busy(exc)
+    gone = server_deleted(remote, local)
+    if not gone and all(p.action is Action.UP_TO_DATE for p in plan_sync(remote, local)):
+        # nothing to do means no question
+        current = [f"up to date {_label(r)}" for r in remote]
+        return Outcome("\n".join([*current, f"Everything in {deps.skills_dir} is current; nothing to do."]))
     listing = "\n".join(f"{i + 1}. {_label(r)}" for i, r in enumerate(remote))
     header = f"{len(remote)} skill(s) on the server:\n{listing}"
-    gone = server_deleted(remote, local)
+    try:
+        if not dialog.has_ui:
+            return await _unattended(deps, source, remote, local, gone, header, args)
+        return await _interactive(deps, source, remote, local, gone, header, dialog)
+    except SyncBusy as exc:
+        return _busy(exc)
 
-    if not has_ui:
-        if YES_FLAG not in args.split():
-            hint = (
-                "No interactive UI here, so nothing was written. Run /tdai-memory-sync-skills in "
-                f"interactive Pi, or add {YES_FLAG} to write new skills and update unedited ones "
-                f"into {deps.skills_dir}."
-            )
-            yield done(f"{header}\n{hint}", "warning")
-            return
-        plans = plan_sync(remote, local)
-        bundles, lines = await _fetch(source, plans)
-        for plan in plans:
-            if plan.action is Action.UP_TO_DATE:
-                lines.append(f"up to date {_label(plan.remote)}")
-            elif plan.action is Action.CONFLICT:
-                lines.append(f"skipped {plan.describe(deps.skills_dir)}; sync interactively to resolve")
-        todo = [p for p in plans if p.action in (Action.CREATE, Action.UPDATE)]
-        try:
-            written, wrote = await asyncio.to_thread(_apply, deps, todo, bundles, set())
-        except SyncBusy as exc:
-            yield _busy(exc)
-            return
-        lines[:0] = written
-        lines.extend(
-            f"not removed {s.dir_name}/: deleted on the server (sync interactively to remove)" for s in gone
+
+async def _unattended(
+    deps: SyncDeps,
+    source: SkillSource,
+    remote: Sequence[RemoteSkillSummary],
+    local: LocalSkills,
+    gone: Sequence[SyncedSkill],
+    header: str,
+    args: str,
+) -> Outcome:
+    """No UI: list only, or with `--yes` write new skills and update unedited ones (never a
+    local edit, never a removal)."""
+    if YES_FLAG not in args.split():
+        hint = (
+            "No interactive UI here, so nothing was written. Run /tdai-memory-sync-skills in "
+            f"interactive Pi, or add {YES_FLAG} to write new skills and update unedited ones "
+            f"into {deps.skills_dir}."
         )
-        yield _finish(lines, wrote=wrote)
-        return
-
-    choice: Answer = yield step(
-        "select", f"Sync skills into {deps.skills_dir}", header, [ALL, CHOOSE, CANCEL]
+        return Outcome(f"{header}\n{hint}", "warning")
+    plans = plan_sync(remote, local)
+    bundles, lines = await _fetch(source, plans)
+    for plan in plans:
+        if plan.action is Action.UP_TO_DATE:
+            lines.append(f"up to date {_label(plan.remote)}")
+        elif plan.action is Action.CONFLICT:
+            lines.append(f"skipped {plan.describe(deps.skills_dir)}; sync interactively to resolve")
+    todo = [p for p in plans if p.action in (Action.CREATE, Action.UPDATE)]
+    written, wrote = await asyncio.to_thread(_apply, deps, todo, bundles, set())
+    lines[:0] = written
+    lines.extend(
+        f"not removed {s.dir_name}/: deleted on the server (sync interactively to remove)" for s in gone
     )
-    chosen: list[RemoteSkillSummary]
-    if choice == ALL:
-        chosen = list(remote)
-    elif choice == CHOOSE:
-        chosen = []
-        for i, item in enumerate(remote):
-            pick: Answer = yield step("confirm", f"Sync skill {i + 1} of {len(remote)}?", _label(item))
-            if pick is True:
-                chosen.append(item)
-    else:
-        yield done("Cancelled: nothing was written.")
-        return
-    if not chosen and not gone:
-        yield done("Nothing chosen: nothing was written.")
-        return
+    return _finish(lines, wrote=wrote)
 
-    plans = plan_sync(chosen, local)
+
+async def _choose(
+    remote: Sequence[RemoteSkillSummary], header: str, dialog: Dialog, skills_dir: Path
+) -> list[RemoteSkillSummary]:
+    choice = await dialog.select(f"Sync skills into {skills_dir}", [ALL, CHOOSE, CANCEL], header)
+    if choice == ALL:
+        return list(remote)
+    if choice != CHOOSE:
+        raise Cancelled
+    return [
+        item
+        for i, item in enumerate(remote)
+        if await dialog.confirm(f"Sync skill {i + 1} of {len(remote)}?", _label(item))
+    ]
+
+
+async def _resolve_conflicts(deps: SyncDeps, plans: Sequence[PlannedSkill], dialog: Dialog) -> set[str]:
+    """The skill ids the user wants as "keep both" (skipping, which keeps the edits, comes first)."""
     keep_both: set[str] = set()
     for plan in plans:
-        if plan.action is Action.CONFLICT:
-            answer: Answer = yield step(
-                "select",
-                f"{plan.dir_name} was edited locally",
-                f"{plan.describe(deps.skills_dir)}.\nKeep both writes the server version as "
-                f"{deps.skills_dir / plan.alt_name}/ and leaves your edited copy to you.",
-                [SKIP, KEEP_BOTH],
-            )
-            if answer == KEEP_BOTH:
-                keep_both.add(plan.remote.skill_id)
-    removable = [s for s in gone if not s.edited]
-    remove = False
-    if removable:
-        names = ", ".join(f"{s.dir_name}/" for s in removable)
-        answer = yield step("confirm", f"Remove {len(removable)} skill(s) deleted on the server?", names)
-        remove = answer is True
+        if plan.action is not Action.CONFLICT:
+            continue
+        answer = await dialog.select(
+            f"{plan.dir_name} was edited locally",
+            [SKIP, KEEP_BOTH],
+            f"{plan.describe(deps.skills_dir)}.\nKeep both writes the server version as "
+            f"{deps.skills_dir / plan.alt_name}/ and leaves your edited copy to you.",
+        )
+        if answer == KEEP_BOTH:
+            keep_both.add(plan.remote.skill_id)
+    return keep_both
 
+
+async def _interactive(
+    deps: SyncDeps,
+    source: SkillSource,
+    remote: Sequence[RemoteSkillSummary],
+    local: LocalSkills,
+    gone: Sequence[SyncedSkill],
+    header: str,
+    dialog: Dialog,
+) -> Outcome:
+    try:
+        chosen = await _choose(remote, header, dialog, deps.skills_dir)
+    except Cancelled:
+        return Outcome("Cancelled: nothing was written.")
+    if not chosen and not gone:
+        return Outcome("Nothing chosen: nothing was written.")
+    plans = plan_sync(chosen, local)
+    keep_both = await _resolve_conflicts(deps, plans, dialog)
+    removable = [s for s in gone if not s.edited]
+    remove = bool(removable) and await dialog.confirm(
+        f"Remove {len(removable)} skill(s) deleted on the server?",
+        ", ".join(f"{s.dir_name}/" for s in removable),
+    )
     todo = [p for p in plans if p.action in (Action.CREATE, Action.UPDATE) or p.remote.skill_id in keep_both]
     if not todo and not remove:
         lines = [f"up to date {_label(p.remote)}" for p in plans if p.action is Action.UP_TO_DATE]
         lines += [f"skipped {p.describe(deps.skills_dir)}" for p in plans if p.action is Action.CONFLICT]
-        yield _finish([*lines, "Nothing was written."], wrote=False)
-        return
+        return _finish([*lines, "Nothing was written."], wrote=False)
     summary = [
         f"keep both: {_label(p.remote)} -> {deps.skills_dir / p.alt_name / SKILL_FILE}"
         if p.action is Action.CONFLICT
@@ -279,21 +297,12 @@ async def sync_skills_flow(deps: SyncDeps, args: str, *, has_ui: bool) -> Flow:
     ]
     if remove:
         summary += [f"remove {deps.skills_dir / s.dir_name}/ (deleted on the server)" for s in removable]
-    sure: Answer = yield step(
-        "confirm", f"Write {len(todo)} skill(s) into {deps.skills_dir}?", "\n".join(summary)
-    )
-    if sure is not True:
-        yield done("Not confirmed: nothing was written.")
-        return
-
+    if not await dialog.confirm(f"Write {len(todo)} skill(s) into {deps.skills_dir}?", "\n".join(summary)):
+        return Outcome("Not confirmed: nothing was written.")
     bundles, lines = await _fetch(source, todo)
-    try:
-        written, wrote = await asyncio.to_thread(
-            _apply, deps, todo, bundles, keep_both, removable if remove else ()
-        )
-    except SyncBusy as exc:
-        yield _busy(exc)
-        return
+    written, wrote = await asyncio.to_thread(
+        _apply, deps, todo, bundles, keep_both, removable if remove else ()
+    )
     lines.extend(written)
     for plan in plans:
         if plan.action is Action.UP_TO_DATE:
@@ -301,4 +310,4 @@ async def sync_skills_flow(deps: SyncDeps, args: str, *, has_ui: bool) -> Flow:
         elif plan.action is Action.CONFLICT and plan.remote.skill_id not in keep_both:
             lines.append(f"skipped {plan.describe(deps.skills_dir)}")
     lines.extend(f"kept {s.dir_name}/: deleted on the server but edited locally" for s in gone if s.edited)
-    yield _finish(lines, wrote=wrote)
+    return _finish(lines, wrote=wrote)

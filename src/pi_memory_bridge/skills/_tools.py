@@ -27,13 +27,15 @@ _SKILL_ID = re.compile(r"^[A-Za-z0-9._:-]{1,128}$")
 
 
 class SkillSearchArgs(ToolArgs):
-    query: str = Field(min_length=1, max_length=2000)
-    top_k: int = Field(default=5, ge=1, le=20)
+    query: str = Field(min_length=1, max_length=2000, description="What the skill should help with.")
+    top_k: int = Field(default=5, ge=1, le=20, description="How many results (default 5).")
 
 
 class SkillReadArgs(ToolArgs):
-    skill_id: str = Field(min_length=1, max_length=256)
-    path: str | None = Field(default=None, max_length=512)
+    skill_id: str = Field(min_length=1, max_length=256, description="The skill_id from tdai_skill_search.")
+    path: str | None = Field(
+        default=None, max_length=512, description="A file inside the skill (default SKILL.md)."
+    )
 
     @field_validator("skill_id")
     @classmethod

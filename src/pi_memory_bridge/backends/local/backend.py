@@ -242,6 +242,9 @@ class LocalBackend:
         """The embedding model and vector counts (None: this store searches by keyword only)."""
         return self.semantic.status() if self.semantic is not None else None
 
+    def skills(self) -> None:
+        return None  # skills are mined and served by a MemoryCore server
+
     async def close(self) -> None:
         if self.semantic is not None:
             await asyncio.to_thread(self.semantic.close)

@@ -20,8 +20,14 @@ from typing import Literal
 from pi_memory_bridge import textsearch
 from pi_memory_bridge.backends.base import BackendError, BackendRejected
 from pi_memory_bridge.backends.local import fts
+from pi_memory_bridge.backends.local.question_schema import add_questions
 from pi_memory_bridge.backends.local.schema import ATOMIC_INDEX
-from pi_memory_bridge.backends.local.store import MAX_INDEXED_CHARS, SqliteMemoryStore, content_key
+from pi_memory_bridge.backends.local.store import (
+    MAX_INDEXED_CHARS,
+    SqliteMemoryStore,
+    clean_tags,
+    content_key,
+)
 
 OpKind = Literal["add", "skip", "supersede", "merge", "propose"]
 JobState = Literal["applied", "undone", "failed", "dropped"]
@@ -103,6 +109,10 @@ class JobOp:
     observed_at: datetime | None = None
     project: str | None = None
     why: str = ""
+    # write-time enrichment of the memory written (add/supersede/merge): topic tags, searched
+    # by keyword and embedded with the text, and questions it answers (extra vectors)
+    tags: tuple[str, ...] = ()
+    questions: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -267,17 +277,20 @@ def insert_memory(
     source_turn_ids: Sequence[str],
     project: str | None,
     job_id: str,
+    tags: Sequence[str] = (),
+    questions: Sequence[str] = (),
 ) -> tuple[str, str]:
     """Write one new active L1 memory of a job (inside the caller's transaction).
 
     Returns its id and the token stream it was indexed with (the caller counts document
     frequencies once per job)."""
     memory_id = "at-" + secrets.token_hex(12)
-    tokens = _tokens(text)
-    conn.execute(
+    tag_text = clean_tags(tags)
+    tokens = _tokens(f"{text}\n{tag_text}" if tag_text else text)  # tags are searched by keyword too
+    cursor = conn.execute(
         "INSERT INTO atomic(memory_id, type, content, content_key, source, created_at, "
-        "updated_at, tokens, origin, source_turn_ids, observed_at, project, job_id) "
-        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        "updated_at, tokens, tags, origin, source_turn_ids, observed_at, project, job_id) "
+        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
         (
             memory_id,
             kind,
@@ -287,6 +300,7 @@ def insert_memory(
             now,
             now,
             tokens,
+            tag_text,
             origin,
             json.dumps(list(source_turn_ids)),
             observed,
@@ -294,6 +308,8 @@ def insert_memory(
             job_id,
         ),
     )
+    if cursor.lastrowid is not None and questions:
+        add_questions(conn, cursor.lastrowid, questions)
     return memory_id, tokens
 
 
@@ -594,6 +610,8 @@ class LearnedMemories:
                     source_turn_ids=op.source_turn_ids,
                     project=op.project,
                     job_id=job_id,
+                    tags=op.tags,
+                    questions=op.questions,
                 )
                 written_keys.add(key)
                 for target in op.targets if op.op != "add" else ():

@@ -22,7 +22,7 @@ Learning tables:
     learning_sessions  the project (git root or cwd) each memory session ran in
     learning_usage     tokens spent per UTC day, against the daily budget
 
-Version 5 adds `learning_reviews`: the user's answer to each proposal (`proposals.py`).
+Version 6 adds `learning_reviews`: the user's answer to each proposal (`proposals.py`).
 """
 
 from __future__ import annotations
@@ -140,8 +140,8 @@ def migration_4(conn: sqlite3.Connection, atomic_index: FtsSpec) -> None:
         conn.execute(statement)
 
 
-def migration_5(conn: sqlite3.Connection) -> None:
-    """Schema version 5: the user's answer to each proposal (one row per answered proposal)."""
+def migration_6(conn: sqlite3.Connection) -> None:
+    """Schema version 6: the user's answer to each proposal (one row per answered proposal)."""
     conn.execute(
         """CREATE TABLE learning_reviews (
             op_id INTEGER PRIMARY KEY REFERENCES learning_ops(id) ON DELETE CASCADE,

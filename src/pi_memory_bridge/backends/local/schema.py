@@ -14,7 +14,8 @@ from datetime import UTC, datetime
 
 from pi_memory_bridge.backends.base import AtomicType, BackendConfigError
 from pi_memory_bridge.backends.local.fts import FtsSpec
-from pi_memory_bridge.backends.local.memory_schema import migration_4, migration_5
+from pi_memory_bridge.backends.local.memory_schema import migration_4, migration_6
+from pi_memory_bridge.backends.local.question_schema import migration_5
 
 TURNS_INDEX = FtsSpec(
     content_table="turns",
@@ -83,7 +84,8 @@ MIGRATIONS: tuple[Callable[[sqlite3.Connection], None], ...] = (
     _migration_2,
     _migration_3,
     _migration_4,
-    migration_5,  # the user's answers to learning's proposals (memory_schema)
+    migration_5,  # the questions an L1 memory answers (question_schema)
+    migration_6,  # the user's answers to learning's proposals (memory_schema)
 )
 LATEST_VERSION = len(MIGRATIONS)
 

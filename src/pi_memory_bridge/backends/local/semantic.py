@@ -23,6 +23,7 @@ from pi_memory_bridge.backends.base import AtomicMemory, BackendError, Conversat
 from pi_memory_bridge.backends.local.vector_worker import VectorWorker
 from pi_memory_bridge.backends.local.vectors import (
     ATOMIC_VECTORS,
+    QUESTION_VECTORS,
     TURN_VECTORS,
     VectorCounts,
     VectorMatrix,
@@ -31,7 +32,15 @@ from pi_memory_bridge.backends.local.vectors import (
 )
 from pi_memory_bridge.deadline import recall_deadline, seconds_left
 from pi_memory_bridge.embeddings import DIMENSIONS, ModelHandle, ModelState
-from pi_memory_bridge.embeddings.fusion import L0_PARAMS, L1_PARAMS, Candidate, FusionParams, Ranked, fuse
+from pi_memory_bridge.embeddings.fusion import (
+    L0_PARAMS,
+    L1_PARAMS,
+    Candidate,
+    FusionParams,
+    Ranked,
+    fuse,
+    with_questions,
+)
 
 if TYPE_CHECKING:
     import numpy as np
@@ -88,6 +97,7 @@ class SemanticIndex:
             ensure_schema(conn, handle.model_id)
         self.turns = VectorMatrix(TURN_VECTORS, DIMENSIONS)
         self.atomic = VectorMatrix(ATOMIC_VECTORS, DIMENSIONS)
+        self.questions = VectorMatrix(QUESTION_VECTORS, DIMENSIONS)
         self.worker = VectorWorker(store, handle, lock_path)
         self._executor = ThreadPoolExecutor(max_workers=2, thread_name_prefix="vector-search")
         self._queries: OrderedDict[str, npt.NDArray[np.float32]] = OrderedDict()
@@ -106,6 +116,7 @@ class SemanticIndex:
         try:
             with self._store.reading("loading vectors") as conn:
                 self.atomic.refresh(conn)
+                self.questions.refresh(conn)
                 self.turns.refresh(conn)
         except BackendError as exc:
             log.warning("preloading vectors failed: %s", exc)
@@ -162,19 +173,12 @@ class SemanticIndex:
         if vector is None:
             return None
         dense = self._dense_beside(self.atomic, vector)
+        asked = self._dense_beside(self.questions, vector)
         keyword = self._store.search_atomic(query, CANDIDATES, type)
-        ranked = self._rank(
-            dense.result(),
-            self.atomic,
-            vector,
-            query,
-            self.l1_params,
-            "atomic",
-            "memory_id",
-            {m.id: (m.content, m.score) for m in keyword},
-        )
-        if ranked is None:
+        top, question_top = dense.result(), asked.result()
+        if top is None:
             return None
+        ranked = fuse(self._atomic_candidates(vector, top, question_top, keyword), query, self.l1_params)
         known = {m.id: m for m in keyword}
         # the type and "still holds" filters apply to the rows read back (a superseded memory
         # keeps its vector for undo): read a few more than needed
@@ -188,6 +192,56 @@ class SemanticIndex:
             if len(out) >= limit:
                 break
         return out
+
+    def _atomic_candidates(
+        self,
+        vector: npt.NDArray[np.float32],
+        top: list[tuple[int, float]],
+        question_top: list[tuple[int, float]] | None,
+        keyword: Sequence[AtomicMemory],
+    ) -> list[Candidate]:
+        """Memories near the query by their text or by one of their questions, and keyword hits,
+        each with its combined cosine (`with_questions`). Questions still loading at the
+        deadline count as absent: the memory's text alone ranks it."""
+        by_public = self._rowids("atomic", "memory_id", [m.id for m in keyword])
+        rows = set(by_public.values()) | {rowid for rowid, _ in top}
+        if question_top is not None:
+            rows |= set(self._question_owners([qid for qid, _ in question_top]).values())
+        text = self.atomic.similarities(vector, list(rows))
+        best_question: dict[int, float] = {}
+        if question_top is not None:
+            owners = self._questions_of(list(rows))
+            for qid, similarity in self.questions.similarities(vector, list(owners)).items():
+                owner = owners[qid]
+                best_question[owner] = max(best_question.get(owner, -1.0), similarity)
+        weight = self.l1_params.question_weight
+
+        def cosine(rowid: int | None) -> float | None:
+            if rowid is None:
+                return None
+            return with_questions(text.get(rowid), best_question.get(rowid), weight)
+
+        candidates = [Candidate(m.id, m.content, cosine(by_public.get(m.id)), m.score) for m in keyword]
+        keyed = set(by_public.values())
+        candidates += [Candidate(_row_key(r), "", cosine(r), None) for r in rows if r not in keyed]
+        return candidates
+
+    def _question_owners(self, question_ids: Sequence[int]) -> dict[int, int]:
+        """question row id -> the memory row it belongs to."""
+        return self._pairs("SELECT id, row_id FROM atomic_questions WHERE id IN ({marks})", question_ids)
+
+    def _questions_of(self, rowids: Sequence[int]) -> dict[int, int]:
+        """The questions of these memory rows: question row id -> memory row."""
+        return self._pairs("SELECT id, row_id FROM atomic_questions WHERE row_id IN ({marks})", rowids)
+
+    def _pairs(self, sql: str, ids: Sequence[int]) -> dict[int, int]:
+        found: dict[int, int] = {}
+        with self._store.reading("looking up memory questions") as conn:
+            for start in range(0, len(ids), _ID_CHUNK):
+                chunk = ids[start : start + _ID_CHUNK]
+                rows = conn.execute(sql.format(marks=",".join("?" * len(chunk))), tuple(chunk))
+                found.update((int(a), int(b)) for a, b in rows)
+        return found
 
     def search_conversation(self, query: str, limit: int) -> list[ConversationHit] | None:
         vector = self._query_vector(query)

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-VECTOR_SCHEMA = "1"
+VECTOR_SCHEMA = "2"  # 2: question vectors
 STORED_DTYPE = np.float16
 
 
@@ -57,7 +57,9 @@ class VectorSpec:
 
 TURN_VECTORS = VectorSpec("turns", "turn_vectors", ("user_text", "assistant_text"))
 ATOMIC_VECTORS = VectorSpec("atomic", "atomic_vectors", ("content", "tags"))
-SPECS = (TURN_VECTORS, ATOMIC_VECTORS)
+# extra vectors of an L1 memory: the questions it answers (question_schema), one vector each
+QUESTION_VECTORS = VectorSpec("atomic_questions", "atomic_question_vectors", ("text",))
+SPECS = (TURN_VECTORS, ATOMIC_VECTORS, QUESTION_VECTORS)
 
 
 def _meta(conn: sqlite3.Connection, key: str) -> str | None:

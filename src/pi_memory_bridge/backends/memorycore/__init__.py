@@ -16,6 +16,7 @@ from pi_memory_bridge.backends.memorycore._sdk import (
     load_sdk,
     sdk_available,
 )
+from pi_memory_bridge.backends.memorycore._skills import MemoryCoreSkillCapture, MemoryCoreSkillSource
 from pi_memory_bridge.backends.memorycore.backend import DEFAULT_CACHE_TTL_S, MemoryCoreBackend
 
 __all__ = [
@@ -25,6 +26,8 @@ __all__ = [
     "InstallPlan",
     "MemoryCoreBackend",
     "MemoryCoreCredentials",
+    "MemoryCoreSkillCapture",
+    "MemoryCoreSkillSource",
     "MemoryCoreTarget",
     "SdkBindings",
     "call_sdk",

@@ -13,6 +13,7 @@ signatures and exceptions, so the backend's logic runs in CI where the SDK canno
 
 from __future__ import annotations
 
+import builtins
 import importlib
 import importlib.metadata
 import importlib.util
@@ -89,9 +90,37 @@ class MemoryApi(Protocol):
 
 
 class SkillApi(Protocol):
-    """The subset of `tencentdb_agent_memory.v3.AsyncSkillClient` this backend calls."""
+    """The subset of `tencentdb_agent_memory.v3.AsyncSkillClient` this backend and its skill
+    server (`_skills`) call."""
 
     async def search(self, query: str, *, top_k: int | None = None) -> JsonDict: ...
+
+    async def list(
+        self, *, filters: JsonDict | None = None, pagination: JsonDict | None = None
+    ) -> JsonDict: ...
+
+    async def get(
+        self,
+        skill_id: str,
+        *,
+        version: int | None = None,
+        include_content: bool | None = None,
+        include_manifest: bool | None = None,
+    ) -> JsonDict: ...
+
+    async def read_file(
+        self, skill_id: str, path: str, *, version: int | None = None, encoding: str | None = None
+    ) -> JsonDict: ...
+
+    async def conversation_add(
+        self,
+        *,
+        session_id: str,
+        user_id: str,
+        team_id: str,
+        agent_id: str,
+        messages: builtins.list[JsonDict],  # `list` is the method above
+    ) -> JsonDict: ...
 
     async def close(self) -> None: ...
 

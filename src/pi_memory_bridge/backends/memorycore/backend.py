@@ -17,7 +17,7 @@ Requests (all through `tencentdb_agent_memory.v3`; see `reference/memorycore-sdk
 directly (MemoryCore extracts it from L0), so `save_atomic` and `update_atomic` are not offered
 (no `l1_save`/`l1_update` capability); recent L0 is not listed either (no `l0_list`).
 
-**Duplicate-free redelivery.** `conversation/add` is not idempotent: every call stores fresh rows.
+**Duplicate-free redelivery** (`_writes`). `conversation/add` is not idempotent: every call stores fresh rows.
 Each message we send carries a deterministic instant (turn `created_at` + per-message offset, see
 `_chunking`). Before adding, `add_turns` reads back the session's rows in the batch's time window
 (`conversation/query` with `session_id`, `time_start`, `time_end`, paged) and skips every message
@@ -26,6 +26,11 @@ a crash stores nothing twice. The same read answers `stored_turns`. The check co
 query per session per call, skipped when the caller says it is a first attempt (the outbox knows
 whether a record was ever tried); a false "already stored" needs a stored row with the
 same session, millisecond, role and text, which is the same message in every observable way.
+
+**Size.** This module is over 400 lines and the class has more than 15 methods because it is the
+whole `MemoryBackend` protocol (14 methods) for one server, each method a short adapter from a
+request to our types; the parts with logic of their own live beside it (`_writes`: the L0 write
+path; `_chunking`, `_responses`, `_cache`, `_skills`). Smaller would mean splitting the protocol.
 
 **Throughput.** The server spends most of an add per message (an FTS write, and an embedding
 request when it has an embedding service), one message after another, so batching saves the
@@ -39,10 +44,9 @@ import asyncio
 import functools
 import re
 import time
-from collections import Counter, OrderedDict
 from collections.abc import Awaitable, Callable, Sequence
 from datetime import UTC, datetime, timedelta
-from typing import Any, TypeVar
+from typing import TypeVar
 
 from pydantic import SecretStr
 
@@ -51,7 +55,6 @@ from pi_memory_bridge.backends.base import (
     BackendError,
     BackendRejected,
     BackendStatus,
-    BackendUnavailable,
     Capability,
     ConversationHit,
     ConversationTurn,
@@ -65,12 +68,8 @@ from pi_memory_bridge.backends.base import (
 )
 from pi_memory_bridge.backends.memorycore._cache import TtlCache
 from pi_memory_bridge.backends.memorycore._chunking import (
-    L0Message,
-    iso_ms,
     parse_iso_ms,
-    plan_adds,
     turn_created_ms,
-    turn_messages,
     utf16_units,
 )
 from pi_memory_bridge.backends.memorycore._client import (
@@ -81,7 +80,6 @@ from pi_memory_bridge.backends.memorycore._client import (
 )
 from pi_memory_bridge.backends.memorycore._errors import call_sdk
 from pi_memory_bridge.backends.memorycore._responses import (
-    AddData,
     AtomicItem,
     AtomicQueryData,
     AtomicSearchData,
@@ -89,7 +87,6 @@ from pi_memory_bridge.backends.memorycore._responses import (
     CoreFileData,
     CountData,
     DeleteData,
-    QueryData,
     ScenarioFileData,
     ScenarioListData,
     ScenarioListEntry,
@@ -99,19 +96,18 @@ from pi_memory_bridge.backends.memorycore._responses import (
     parse,
 )
 from pi_memory_bridge.backends.memorycore._sdk import SdkBindings, load_sdk
+from pi_memory_bridge.backends.memorycore._skills import MemoryCoreSkillCapture, MemoryCoreSkillSource
+from pi_memory_bridge.backends.memorycore._writes import MAX_CHECK_PAGES, QUERY_PAGE, ConversationWrites
+from pi_memory_bridge.backends.skills import SkillServer
 from pi_memory_bridge.config import LoadedConfig
 
 DEFAULT_CACHE_TTL_S = 60.0
 MAX_QUERY_UNITS = 2048  # search `query` limit (UTF-16 units)
 MAX_SEARCH_LIMIT = 100
 MAX_SKILL_TOP_K = 50
-QUERY_PAGE = 100
-MAX_CHECK_PAGES = 50  # 5000 rows: far beyond one batch; past it, unknown rows count as not stored
 DELETE_CONCURRENCY = 8
-LEDGER_SIZE = 4096
 
 T = TypeVar("T")
-MessageKey = tuple[int, str, str]  # (instant in ms, role, content)
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _META_BLOCK = re.compile(r"\A-----META-START-----\n.*?\n-----META-END-----\n*", re.DOTALL)
@@ -187,17 +183,13 @@ class MemoryCoreBackend:
         self._listing: TtlCache[list[ScenarioListEntry]] = TtlCache(cache_ttl_s, max_entries=1, clock=clock)
         self._profile: TtlCache[Profile | None] = TtlCache(cache_ttl_s, max_entries=1, clock=clock)
         self._notes: TtlCache[ScenarioNote] = TtlCache(cache_ttl_s, max_entries=64, clock=clock)
-        self._ledger: OrderedDict[str, ConversationTurn] = OrderedDict()
+        self._writes = ConversationWrites(target, self._clients, self._sdk)
+        self._skill_server: SkillServer | None = None
 
     @property
     def sdk(self) -> SdkBindings:
         """The SDK bindings in use (skills build their own calls on the same error classes)."""
         return self._sdk
-
-    @property
-    def skill_client(self) -> Any:
-        """The long-lived SDK skill client of this identity (skill sync and capture use it)."""
-        return self._clients.skills
 
     @classmethod
     def from_config(
@@ -224,94 +216,17 @@ class MemoryCoreBackend:
     async def _call(self, action: str, make: Callable[[], Awaitable[T]]) -> T:
         return await call_sdk(action, self._sdk, make)
 
-    # --- L0 write path --------------------------------------------------------------------------
+    # --- L0 write path (`_writes`) ---------------------------------------------------------------
 
     async def add_turns(self, turns: Sequence[ConversationTurn], *, first_attempt: bool = False) -> None:
-        """Store turns, session by session in order; messages already stored are not resent
-        (not looked for on a `first_attempt`, when none can be there)."""
-        for turn in turns:
-            self._remember(turn)
-        for session_id, session_turns in _by_session(turns).items():
-            messages = [m for t in session_turns for m in turn_messages(t)]
-            if not messages:
-                continue
-            if first_attempt:
-                pending = messages
-            else:
-                present = await self._stored_keys(session_id, messages)
-                pending = [m for m in messages if not _take(present, m.key)]
-            base_body = {
-                "team_id": self.target.team_id,
-                "agent_id": self.target.agent_id,
-                "user_id": self.target.user_id,
-                "session_id": session_id,
-            }
-            for batch in plan_adds(pending, base_body):
-                await self._add(session_id, batch)
-
-    async def _add(self, session_id: str, batch: list[L0Message]) -> None:
-        wire = [m.wire() for m in batch]
-        data = await self._call(
-            "conversation/add", lambda: self._clients.memory.add_conversation(wire, session_id=session_id)
-        )
-        accepted = parse(AddData, data, "conversation/add")
-        if len(accepted.accepted_ids) != len(batch):
-            raise BackendUnavailable(
-                f"MemoryCore accepted {len(accepted.accepted_ids)} of {len(batch)} messages in one add"
-            )
+        await self._writes.add_turns(turns, first_attempt=first_attempt)
 
     async def stored_turns(self, turns: Sequence[ConversationTurn]) -> set[str]:
         """Which of these turns are fully stored (every message found by instant, role and text)."""
-        stored: set[str] = set()
-        for session_id, session_turns in _by_session(turns).items():
-            per_turn = [(t, turn_messages(t)) for t in session_turns]
-            messages = [m for _, ms in per_turn for m in ms]
-            present = await self._stored_keys(session_id, messages) if messages else Counter()
-            for turn, turn_msgs in per_turn:
-                found = [_take(present, m.key) for m in turn_msgs]
-                if all(found):
-                    stored.add(turn.turn_id)
-        return stored
+        return await self._writes.stored_turns(turns)
 
     async def stored_turn_ids(self, turn_ids: Sequence[str]) -> set[str]:
-        """The protocol's id-only check. MemoryCore cannot look rows up by our turn id, so this
-        answers for turns this backend has been asked to add (kept in a bounded in-memory
-        ledger); unknown ids count as not stored. `add_turns` itself never stores a message
-        twice, so resending is always safe; `stored_turns` checks any turns, in any process."""
-        known = [self._ledger[t] for t in dict.fromkeys(turn_ids) if t in self._ledger]
-        return await self.stored_turns(known) if known else set()
-
-    def _remember(self, turn: ConversationTurn) -> None:
-        self._ledger[turn.turn_id] = turn
-        self._ledger.move_to_end(turn.turn_id)
-        while len(self._ledger) > LEDGER_SIZE:
-            self._ledger.popitem(last=False)
-
-    async def _stored_keys(self, session_id: str, messages: Sequence[L0Message]) -> Counter[MessageKey]:
-        """(instant, role, content) of the session's stored rows inside the messages' time window."""
-        start = min(m.timestamp_ms for m in messages)
-        end = max(m.timestamp_ms for m in messages)
-        present: Counter[MessageKey] = Counter()
-        offset = 0
-        for _ in range(MAX_CHECK_PAGES):
-            read_page = functools.partial(
-                self._clients.memory.query_conversation,
-                session_id=session_id,
-                limit=QUERY_PAGE,
-                offset=offset,
-                time_start=iso_ms(start),
-                time_end=iso_ms(end),
-            )
-            data = await self._call("conversation/query", read_page)
-            page = parse(QueryData, data, "conversation/query")
-            for row in page.messages:
-                instant = parse_iso_ms(row.timestamp)
-                if instant is not None:
-                    present[(instant, row.role, row.content)] += 1
-            offset += len(page.messages)
-            if not page.messages or offset >= page.total:
-                break
-        return present
+        return await self._writes.stored_turn_ids(turn_ids)
 
     # --- L0 / L1 reads ----------------------------------------------------------------------------
 
@@ -558,6 +473,16 @@ class MemoryCoreBackend:
         verified = parse(VerifyAuthData, data, "meta/auth/verify")
         return None if verified.valid else "the MemoryCore user key is not valid on this server"
 
+    def skills(self) -> SkillServer:
+        if self._skill_server is None:
+            client = self._clients.skills
+            t = self.target
+            self._skill_server = SkillServer(
+                MemoryCoreSkillSource(client, self._sdk),
+                MemoryCoreSkillCapture(client, self._sdk, team=t.team_id, agent=t.agent_id, user=t.user_id),
+            )
+        return self._skill_server
+
     async def close(self) -> None:
         await self._clients.close()
 
@@ -572,20 +497,6 @@ def _atomic_memory(item: AtomicItem) -> AtomicMemory:
         source=item.background or "",
         score=item.score,
     )
-
-
-def _by_session(turns: Sequence[ConversationTurn]) -> dict[str, list[ConversationTurn]]:
-    grouped: dict[str, list[ConversationTurn]] = {}
-    for turn in turns:
-        grouped.setdefault(turn.memory_session_id, []).append(turn)
-    return grouped
-
-
-def _take(present: Counter[MessageKey], key: MessageKey) -> bool:
-    if present[key] > 0:
-        present[key] -= 1
-        return True
-    return False
 
 
 def _merge_turn_hits(found: Sequence[SearchedMessage]) -> list[ConversationHit]:

@@ -9,11 +9,13 @@ from pathlib import Path
 
 import pytest
 
+from flow_driver import drive
 from learning_helpers import ScriptedModel, active_texts, decide, extract, run, turn
 from pi_memory_bridge.backends.base import BackendRejected
 from pi_memory_bridge.backends.local import LocalBackend
 from pi_memory_bridge.backends.local.memories import LearnedMemories
 from pi_memory_bridge.backends.local.proposals import ProposalReview
+from pi_memory_bridge.commands.review import KEEP_MINE, LATER, USE_PROPOSED, review_flow
 
 OLD = "The project uses MySQL."
 NEW = "The project moved from MySQL to PostgreSQL."
@@ -114,3 +116,50 @@ async def test_accept_refuses_when_an_equal_memory_is_already_stored(backend: Lo
         review.accept(proposal.proposal_id)
     assert sorted(active_texts(backend)) == sorted([OLD, NEW])
     assert [p.proposal_id for p in review.pending()] == [proposal.proposal_id]  # still to answer
+
+
+# --- /tdai-memory-review, driven the way Pi drives a command -----------------------------------
+
+
+async def test_review_flow_starts_on_decide_later_and_changes_nothing_unless_chosen(
+    backend: LocalBackend,
+) -> None:
+    await _proposed(backend)
+    review = ProposalReview(backend.store)
+    steps = await drive(lambda d: review_flow(review, "", d), [LATER], exact=True)
+    ask, done = steps
+    assert ask.kind == "select" and ask.options[0] == LATER  # neither answer preselected
+    assert set(ask.options) == {LATER, KEEP_MINE, USE_PROPOSED}
+    assert NEW in ask.message and OLD in ask.message
+    assert done.kind == "done" and "left for later" in done.message
+    assert active_texts(backend) == [OLD] and len(review.pending()) == 1
+    cancelled = await drive(lambda d: review_flow(review, "", d), [None], exact=True)
+    assert "left for later" in cancelled[-1].message and len(review.pending()) == 1
+
+
+async def test_review_flow_takes_the_proposed_text_or_keeps_yours(backend: LocalBackend) -> None:
+    await _proposed(backend)
+    review = ProposalReview(backend.store)
+    steps = await drive(lambda d: review_flow(review, "", d), [USE_PROPOSED], exact=True)
+    assert "accepted" in steps[-1].message and "/tdai-memory-undo" in steps[-1].message
+    assert active_texts(backend) == [NEW]
+    nothing = await drive(lambda d: review_flow(review, "", d), [], exact=True)
+    assert [s.kind for s in nothing] == ["done"] and "no proposals waiting" in nothing[0].message
+
+
+async def test_review_flow_keep_mine_dismisses(backend: LocalBackend) -> None:
+    await _proposed(backend)
+    review = ProposalReview(backend.store)
+    steps = await drive(lambda d: review_flow(review, "", d), [KEEP_MINE], exact=True)
+    assert "dismissed" in steps[-1].message
+    assert active_texts(backend) == [OLD] and review.pending() == []
+
+
+async def test_review_flow_without_a_dialog_only_lists(backend: LocalBackend) -> None:
+    await _proposed(backend)
+    review = ProposalReview(backend.store)
+    [done] = await drive(lambda d: review_flow(review, "", d), [], has_ui=False, exact=True)
+    assert done.level == "info" and NEW in done.message and "interactive session" in done.message
+    assert len(review.pending()) == 1
+    [unavailable] = await drive(lambda d: review_flow(None, "the memory store is not open", d), [])
+    assert unavailable.level == "warning" and "not open" in unavailable.message

@@ -208,6 +208,11 @@ export const COMMANDS: readonly CommandRow[] = [
 		"description": "Undo a consolidation job as a whole (default the last one): /tdai-memory-undo [job-id|list]"
 	},
 	{
+		"name": "tdai-memory-review",
+		"command": "review",
+		"description": "Review what learning would change in memories you saved by hand: keep yours or take the new text"
+	},
+	{
 		"name": "tdai-memory-learning",
 		"command": "learning",
 		"description": "Let memory learn from your sessions, or stop it: /tdai-memory-learning [on|off]"

@@ -1,9 +1,23 @@
-"""What a proposal says, in the words the terminal and Pi show it (pure)."""
+"""`/tdai-memory-review`: answer learning's proposals about memories you saved by hand.
+
+Each pending proposal is shown with the memory it would replace and answered on its own: decide
+later (the first choice, so nothing changes by default), keep yours, or take the proposed text
+(recorded as a job that `/tdai-memory-undo` reverses). The describing helpers are shared with
+`pi-memory-bridge proposals`.
+"""
 
 from __future__ import annotations
 
-from pi_memory_bridge.backends.local.proposals import AcceptReport, Proposal
+import asyncio
+from typing import TYPE_CHECKING
+
+from pi_memory_bridge.backends.base import BackendError
+from pi_memory_bridge.commands.dialog import Cancelled, Dialog, Outcome
 from pi_memory_bridge.learning.prompts import clean_text
+from pi_memory_bridge.redact import redact_text
+
+if TYPE_CHECKING:  # the store's modules load with the backend, not with the command table
+    from pi_memory_bridge.backends.local.proposals import AcceptReport, Proposal, ProposalReview
 
 
 def _line(text: str) -> str:
@@ -27,3 +41,50 @@ def describe_accepted(report: AcceptReport) -> str:
 
 def nothing_pending() -> str:
     return "no proposals waiting: learning has not suggested changes to memories you saved by hand"
+
+
+LATER = "Decide later"
+KEEP_MINE = "Keep my memory (dismiss the proposal)"
+USE_PROPOSED = "Replace it with the proposed text (undo can reverse this)"
+
+
+async def _answer_one(review: ProposalReview, p: Proposal, dialog: Dialog) -> str:
+    try:
+        choice = await dialog.select(
+            f"Proposal #{p.proposal_id}: what should memory keep?",
+            [LATER, KEEP_MINE, USE_PROPOSED],  # no change first: neither answer is preselected
+            "\n".join(describe_proposal(p)),
+        )
+    except Cancelled:
+        return f"#{p.proposal_id} left for later"
+    try:
+        if choice == USE_PROPOSED:
+            return describe_accepted(await asyncio.to_thread(review.accept, p.proposal_id))
+        if choice == KEEP_MINE:
+            await asyncio.to_thread(review.dismiss, p.proposal_id)
+            return f"proposal #{p.proposal_id} dismissed: your saved memory stays as it is"
+    except BackendError as exc:
+        return f"proposal #{p.proposal_id} not changed: {redact_text(str(exc)).text}"
+    return f"#{p.proposal_id} left for later"
+
+
+async def review_flow(review: ProposalReview | None, problem: str, dialog: Dialog) -> Outcome:
+    """List the pending proposals; with a dialog, go through them one at a time (nothing changes
+    unless an answer is chosen for that proposal)."""
+    if review is None:
+        return Outcome(f"no proposals to review: {problem}", "warning")
+    try:
+        pending = await asyncio.to_thread(review.pending)
+    except BackendError as exc:
+        return Outcome(f"cannot read the proposals: {redact_text(str(exc)).text}", "error")
+    if not pending:
+        return Outcome(nothing_pending())
+    listing = "\n".join(line for p in pending for line in describe_proposal(p))
+    if not dialog.has_ui:
+        return Outcome(
+            f"{len(pending)} proposal(s) waiting:\n{listing}\nanswer them in an interactive session"
+        )
+    lines: list[str] = []
+    for p in pending:
+        lines.append(await _answer_one(review, p, dialog))
+    return Outcome("\n".join(lines))

@@ -77,6 +77,11 @@ COMMANDS: tuple[CommandSpec, ...] = (
         "Undo a consolidation job as a whole (default the last one): /tdai-memory-undo [job-id|list]",
     ),
     CommandSpec(
+        "tdai-memory-review",
+        "review",
+        "Review what learning would change in memories you saved by hand: keep yours or take the new text",
+    ),
+    CommandSpec(
         "tdai-memory-learning",
         "learning",
         "Let memory learn from your sessions, or stop it: /tdai-memory-learning [on|off]",

@@ -11,6 +11,7 @@ from pi_memory_bridge.commands.forget import ForgetDeps, forget_flow
 from pi_memory_bridge.commands.memory_flow import memory_flow
 from pi_memory_bridge.commands.outbox_ops import OutboxDeps, outbox_flow
 from pi_memory_bridge.commands.pause import ProjectPause, pause_flow
+from pi_memory_bridge.commands.review import review_flow
 from pi_memory_bridge.commands.status import render_status
 from pi_memory_bridge.engine.backend_slot import BackendSlot
 from pi_memory_bridge.engine.catch_up import CatchUp
@@ -58,6 +59,11 @@ class Commands:
             "import": self._import_flow,
             "undo": lambda p: learning.undo_command(p.args),
             "learning": lambda p: learning.learning_command(p.args),
+            "review": lambda _p: (
+                lambda dialog: review_flow(
+                    learning.proposals, learning.problem or "the memory store is not open", dialog
+                )
+            ),
         }
         self.traces: TraceLog | None = None  # forget blanks what the recall traces kept
         self.catch_up: CatchUp | None = None

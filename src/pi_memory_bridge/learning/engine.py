@@ -39,6 +39,7 @@ from pi_memory_bridge.sidecar.protocol import ConsentNeeded, LearningTriggerResu
 if TYPE_CHECKING:
     from pi_memory_bridge.backends.local.memories import LearnedMemories
     from pi_memory_bridge.backends.local.notes import NoteFiles
+    from pi_memory_bridge.backends.local.proposals import ProposalReview
     from pi_memory_bridge.commands.dialog import Flow
     from pi_memory_bridge.learning.consolidate import JobOutcome, JobSettings
     from pi_memory_bridge.learning.notes import NotesReport
@@ -111,6 +112,7 @@ class Learning:
         self.project = project_of(cwd)
         self.model = model_for(settings, peer, env)
         self.memories: LearnedMemories | None = None
+        self.proposals: ProposalReview | None = None  # for /tdai-memory-review
         self.problem: str | None = None
         self.last: JobOutcome | None = None
         self.outcomes: Counter[str] = Counter()  # "applied", "failed: <reason>", ...
@@ -138,11 +140,13 @@ class Learning:
         """Work on `backend`; `schedule=False` only reads (a status report outside the sidecar)."""
         from pi_memory_bridge.backends.local import LocalBackend
         from pi_memory_bridge.backends.local.memories import LearnedMemories
+        from pi_memory_bridge.backends.local.proposals import ProposalReview
 
         if not isinstance(backend, LocalBackend):
             self.problem = f"consolidation works on the local backend only (this one is {backend.name})"
             return
         self.memories = LearnedMemories(backend.store)
+        self.proposals = ProposalReview(backend.store)
         # learned memories are inserted beside `save_atomic`: wake the vector worker ourselves
         # (its periodic scan would find them too, only later)
         self._vectors_changed = backend.semantic.notify if backend.semantic is not None else None

@@ -23,9 +23,10 @@ from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
 from pi_memory_bridge._version import __version__
-from pi_memory_bridge.backends.base import AtomicType
+from pi_memory_bridge.backends.base import AtomicType, BackendError
 from pi_memory_bridge.outbox import ALL, RecordState
 from pi_memory_bridge.recall.trace import FATE_WORDS
+from pi_memory_bridge.redact import redact_text
 from pi_memory_bridge.ui.security import CSRF_FIELD, Guard, GuardMiddleware
 from pi_memory_bridge.ui.service import Inspector
 
@@ -319,7 +320,29 @@ class Pages:
     # --- learning -------------------------------------------------------------------------------
 
     async def learning(self, request: Request) -> Response:
-        return self.render(request, "learning.html", learning=await self.inspector.learning())
+        undo = self.inspector.undo
+        if undo is None:
+            problem = f"learning works on the local store only (this one is {self.inspector.backend_name})"
+            return self.render(request, "learning.html", jobs=[], problem=problem)
+        try:
+            jobs = await undo.jobs()
+        except BackendError as exc:
+            return self.render(request, "learning.html", jobs=[], problem=redact_text(str(exc)).text)
+        return self.render(request, "learning.html", jobs=jobs, problem="")
+
+    async def learning_undo(self, request: Request) -> Response:
+        form = await self.form(request)
+        job_id = str(form.get("job", "")).strip()
+        undo = self.inspector.undo
+        if undo is None:
+            return self.report(
+                request, "Undo", ["FAILED  learning works on the local store only"], "/learning", "Back"
+            )
+        plan = await undo.plan(job_id)
+        if form.get("confirm") != "1" or plan.refusal:  # nothing to undo: said on the question's page
+            return self.render(request, "confirm_undo.html", plan=plan)
+        result = await undo.undo(plan)
+        return self.report(request, "Undo", list(result.lines), "/learning", "Back to the learning jobs")
 
     # --- outbox ---------------------------------------------------------------------------------
 
@@ -419,6 +442,7 @@ def create_app(
         Route("/traces/clear", pages.traces_clear, methods=["POST"]),
         Route("/traces/{trace_id}", pages.trace),
         Route("/learning", pages.learning),
+        Route("/learning/undo", pages.learning_undo, methods=["POST"]),
         Route("/outbox", pages.outbox),
         Route("/outbox/requeue", pages.outbox_requeue, methods=["POST"]),
         Route("/outbox/purge", pages.outbox_purge, methods=["POST"]),

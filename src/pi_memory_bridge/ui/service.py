@@ -25,6 +25,8 @@ from pi_memory_bridge.backends.base import (
     ScenarioNote,
 )
 from pi_memory_bridge.backends.factory import open_backend
+from pi_memory_bridge.backends.local import LocalBackend
+from pi_memory_bridge.backends.local.memories import LearnedMemories
 from pi_memory_bridge.commands.forget import ForgetCandidate, ForgetDeps, delete_candidates
 from pi_memory_bridge.commands.memory_edit import (
     EditReport,
@@ -46,6 +48,7 @@ from pi_memory_bridge.outbox.delivery import CaptureDelivery
 from pi_memory_bridge.recall.trace_log import StoredTrace, TraceLog, TraceLogError
 from pi_memory_bridge.redact import redact_text
 from pi_memory_bridge.ui.store_view import StoreView, StoreViewError
+from pi_memory_bridge.ui.undo import JobUndo
 from pi_memory_bridge.ui.views import (
     Learning,
     MemoryDetail,
@@ -133,6 +136,7 @@ class Inspector:
     traces_error: str = ""
     store: StoreView | None = None
     store_error: str = ""
+    undo: JobUndo | None = None  # the learning page's jobs and their undo (local store only)
     _closed: bool = field(default=False, repr=False)
 
     # --- lifecycle ------------------------------------------------------------------------------
@@ -156,6 +160,8 @@ class Inspector:
             self.traces = await asyncio.to_thread(TraceLog.open, root)
         except TraceLogError as exc:
             self.traces_error = _plain(exc)
+        if isinstance(self.backend, LocalBackend):
+            self.undo = JobUndo(LearnedMemories(self.backend.store), self._regenerate_notes)
         if self.backend is not None and self.backend.name == "local":
             try:
                 self.store = await asyncio.to_thread(StoreView, root / "memory.sqlite3")
@@ -180,6 +186,20 @@ class Inspector:
                 await self.backend.close()
             except BackendError as exc:
                 log.warning("closing the backend: %s", exc)
+
+    async def _regenerate_notes(self) -> None:
+        """After an undo the learned profile and notes follow the memories, as Pi's sidecar does."""
+        backend = self.backend
+        if not self.loaded.config.learning.generate_notes or not isinstance(backend, LocalBackend):
+            return
+        from pi_memory_bridge.learning.notes import write_generated
+
+        try:
+            await asyncio.to_thread(
+                write_generated, LearnedMemories(backend.store), backend.notes, backend.root
+            )
+        except (BackendError, OSError) as exc:
+            log.warning("cannot write the learned profile or notes: %s", exc)
 
     @property
     def backend_name(self) -> str:

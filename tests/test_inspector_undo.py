@@ -21,7 +21,7 @@ from pi_memory_bridge.ui.app import create_app
 from pi_memory_bridge.ui.security import CSRF_FIELD, Guard
 from pi_memory_bridge.ui.service import Inspector
 
-PORT = 48124
+PORT = 48125
 ORIGIN = f"http://127.0.0.1:{PORT}"
 TOKEN = "t0k3n-for-undo-tests"
 MYSQL = "The project uses MySQL as its database."

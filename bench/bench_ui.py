@@ -4,9 +4,10 @@
 
 Builds a store in a temporary agent dir (deterministic synthetic EN/ZH turns from
 bench_local_store, typed L1 memories, 20 project notes, a profile, 200 recall traces, a few dead
-outbox records), starts the real `pi-memory-bridge ui` process on it and loads every page over
-real HTTP, one request at a time (a person clicking), after two warm-up rounds. Beside the pages,
-in the same run, the baseline: the server's own style sheet, i.e. what any request costs here.
+outbox records, 60 learning jobs), starts the real `pi-memory-bridge ui` process on it and loads
+every page over real HTTP, one request at a time (a person clicking), after two warm-up rounds.
+Beside the pages, in the same run, the baseline: the server's own style sheet, i.e. what any
+request costs here.
 Target (issue 15): p95 <= 200 ms for every page. Figures, not pass/fail.
 """
 
@@ -37,6 +38,7 @@ from pi_memory_bridge.recall.trace_log import TraceLog
 
 TARGET_P95_MS = 200.0
 KINDS = ("fact", "preference", "constraint", "event", "instruction")
+JOBS = 60
 BATCH = 5000
 
 
@@ -84,6 +86,13 @@ def build(agent_dir: Path, n_turns: int, n_memories: int) -> tuple[str, str, str
     with Outbox.open(data) as box:
         box.enqueue(
             [ConversationTurn(f"ob-{i}", "session-x", corpus.text(5, 10), "ok", t0) for i in range(5)]
+        )
+    with backend.store.connection("bench: learning jobs") as conn:  # the learning page lists them
+        conn.executemany(
+            "INSERT INTO learning_jobs(job_id, created_at, state, reason, model, turns, added, skipped, "
+            "superseded, merged, proposed, undone_at) "
+            "VALUES (?, ?, 'applied', '', 'bench/model', 4, 2, 1, 1, 0, 0, NULL)",
+            [(f"job-bench-{i:03d}", (t0 + timedelta(hours=i)).isoformat()) for i in range(JOBS)],
         )
     asyncio.run(backend.close())
     return memory_id, turns[len(turns) // 2].turn_id, turns[len(turns) // 2].memory_session_id

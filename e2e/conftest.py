@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -10,6 +11,8 @@ import pytest
 from harness import FakeModel, PiEnv, PiInstall, PiNotInstalled, pi_installs
 
 _E2E_ROOT = Path(__file__).resolve().parent
+# the helpers shared with the unit tests (tests/waiting.py: the hang guard) import here too
+sys.path.insert(0, str(_E2E_ROOT.parent / "tests"))
 _INSTALLS = pi_installs()
 
 

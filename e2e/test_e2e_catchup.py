@@ -14,7 +14,6 @@ import re
 import signal
 import subprocess
 import sys
-import time
 import uuid
 from collections import Counter
 from collections.abc import Iterator, Sequence
@@ -24,6 +23,7 @@ import pytest
 
 from bridge import SHIM, SIDECAR, data_dir, stored_turns, use_bridge, write_config
 from harness import FIXTURES_DIR, PiEnv, PiRpcSession, ScriptedDialogs
+from waiting import wait_until
 
 HOLD_EXT = FIXTURES_DIR / "hold-ext"
 # a sidecar that starts serving only after 6 s (the shim gives up on it before that)
@@ -149,10 +149,12 @@ def test_pi_killed_right_after_the_answer_loses_nothing(
         start_new_session=True,
     )
     try:
-        deadline = time.monotonic() + 60
-        while not hold.exists():
-            assert proc.poll() is None and time.monotonic() < deadline, "Pi never settled"
-            time.sleep(0.01)
+
+        def settling() -> bool:
+            assert proc.poll() is None, "Pi ended before it settled"
+            return hold.exists()
+
+        wait_until(settling, 60, "Pi settling the turn (the hold file)", interval=0.01)
         os.killpg(proc.pid, signal.SIGKILL)  # Pi and its sidecar, the way a crash takes both
     finally:
         proc.wait(timeout=10)
@@ -209,11 +211,13 @@ def test_a_full_disk_during_the_turn_is_caught_up_once_space_is_freed(pi_env: Pi
         )
         if catch_up:
             # status says that memory is behind and why (catch-up retried the turn and hit the disk)
-            deadline = time.monotonic() + 20
-            report = _status(rpc)
-            while "memory is behind" not in report and time.monotonic() < deadline:
-                time.sleep(0.5)
+            def behind() -> str:
                 report = _status(rpc)
+                return report if "memory is behind" in report else ""
+
+            report = wait_until(
+                behind, 20, "status saying memory is behind", interval=0.5, detail=lambda: _status(rpc)
+            )
             assert "memory is behind: 1 settled turn(s)" in report, report
         else:
             report = _status(rpc)

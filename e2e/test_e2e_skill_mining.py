@@ -34,6 +34,7 @@ from harness import (
     Value,
 )
 from pi_memory_bridge.skills._flow import ALL, SKIP
+from waiting import wait_until
 
 _ENV = "PI_MEMORY_BRIDGE_E2E_MINING_"
 URL = os.environ.get(f"{_ENV}URL", "").strip()
@@ -92,14 +93,7 @@ def _sync_answers(req: DialogRequest) -> Confirmed | Value | Cancelled:
 
 
 def _poll(what: str, probe: Callable[[], Any], timeout: float, interval: float = 0.5) -> Any:
-    deadline = time.monotonic() + timeout
-    while True:
-        found = probe()
-        if found:
-            return found
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what}")
-        time.sleep(interval)
+    return wait_until(probe, timeout, what, interval=interval)
 
 
 def _mined_skill(client: Any, project: str, since_ms: int) -> dict[str, Any] | None:

@@ -7,7 +7,6 @@ import asyncio
 import os
 import signal
 import subprocess
-import time
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -17,6 +16,7 @@ from pi_memory_bridge.backends.base import ConversationTurn
 from pi_memory_bridge.backends.local import LocalBackend
 from pi_memory_bridge.outbox import Outbox
 from sidecar_client import REPO
+from waiting import wait_until
 
 CLI = REPO / ".venv" / "bin" / "pi-memory-bridge"
 WHEN = datetime(2026, 11, 1, tzinfo=UTC)
@@ -83,10 +83,12 @@ def test_ctrl_c_at_a_prompt_exits_130_with_one_line(agent: Path, tmp_path: Path,
             env=_env(agent),
         )
         try:
-            deadline = time.monotonic() + 60
-            while not out_path.read_text().rstrip().endswith(("]", ":")):  # a prompt waits for input
-                assert proc.poll() is None and time.monotonic() < deadline, out_path.read_text()
-                time.sleep(0.05)
+
+            def asked() -> bool:  # a prompt waits for input
+                assert proc.poll() is None, f"the command ended before asking: {out_path.read_text()}"
+                return out_path.read_text().rstrip().endswith(("]", ":"))
+
+            wait_until(asked, 60, "the question waiting for an answer", detail=out_path.read_text)
             proc.send_signal(signal.SIGINT)
             _, stderr = proc.communicate(timeout=20)
         finally:

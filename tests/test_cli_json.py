@@ -11,7 +11,6 @@ import select
 import signal
 import subprocess
 import sys
-import time
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -21,6 +20,7 @@ import pytest
 from pi_memory_bridge.backends.base import ConversationTurn
 from pi_memory_bridge.backends.local import LocalBackend
 from pi_memory_bridge.cli.json_shapes import SHAPES
+from waiting import wait_until
 
 REPO = Path(__file__).resolve().parents[1]
 EXE = REPO / ".venv" / "bin" / "pi-memory-bridge"
@@ -162,15 +162,18 @@ def test_end_of_input_and_ctrl_c_end_with_one_line(tmp_path: Path) -> None:
         env=env,
     )  # fmt: skip
     assert proc.stdout is not None
-    seen = b""
-    deadline = time.monotonic() + 30
-    while b"[y/N]" not in seen:  # the question has no newline: read bytes as they come
-        assert time.monotonic() < deadline, seen
+    seen = bytearray()
+
+    def asked() -> bool:  # the question has no newline: read bytes as they come
+        assert proc.stdout is not None
         ready, _, _ = select.select([proc.stdout], [], [], 1.0)
         if ready:
             chunk = os.read(proc.stdout.fileno(), 4096)
-            assert chunk, f"the command ended before asking: {seen!r}"
-            seen += chunk
+            assert chunk, f"the command ended before asking: {bytes(seen)!r}"
+            seen.extend(chunk)
+        return b"[y/N]" in seen
+
+    wait_until(asked, 30, "the [y/N] question", interval=0, detail=lambda: bytes(seen))
     proc.send_signal(signal.SIGINT)
     _out, err_bytes = proc.communicate(timeout=30)
     err = err_bytes.decode()

@@ -181,5 +181,6 @@ async def test_the_pages_show_the_newer_fields(
     )
     assert "Replaces" in new_page
     jobs = (await client.get("/learning")).text
-    assert "created at" in jobs and "applied" in jobs and "superseded" in jobs and "/tdai-memory-undo" in jobs
+    assert "applied" in jobs and "memory replaced by a newer one" in jobs and "/tdai-memory-undo" in jobs
+    assert "job-1" in jobs and "Undo…" in jobs  # an applied job can be undone from the page
     assert "learned from your conversations" in new_page and "Learning job" in new_page

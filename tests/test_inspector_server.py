@@ -9,7 +9,6 @@ import re
 import signal
 import subprocess
 import sys
-import time
 import tomllib
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -20,6 +19,7 @@ import pytest
 
 from pi_memory_bridge.commands.inspector_launch import InspectorDeps, launch_detached
 from pi_memory_bridge.ui.extra import UI_REQUIREMENTS
+from waiting import wait_until
 
 REPO = Path(__file__).resolve().parents[1]
 CLI = [sys.executable, "-c", "import sys; from pi_memory_bridge.cli import main; sys.exit(main())"]
@@ -160,11 +160,13 @@ def test_the_pi_command_starts_it_detached_and_gets_the_address(tmp_path: Path) 
         assert _listening_addresses(parts.port or 0) == ["0100007F"]
     finally:
         os.kill(started.pid, signal.SIGTERM)
-        deadline = time.monotonic() + 15
-        while time.monotonic() < deadline:
+
+        def gone() -> bool:
             try:
                 os.waitpid(started.pid, os.WNOHANG)
                 os.kill(started.pid, 0)
             except (ChildProcessError, ProcessLookupError):
-                break
-            time.sleep(0.1)
+                return True
+            return False
+
+        wait_until(gone, 15, "the inspector's exit on SIGTERM", interval=0.1)

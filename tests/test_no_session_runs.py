@@ -6,7 +6,6 @@ Drives the real sidecar process over stdio, as the shim does.
 from __future__ import annotations
 
 import json
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -14,6 +13,7 @@ from typing import Any
 import pytest
 
 from sidecar_client import SidecarProcess
+from waiting import wait_until
 
 RUNS = [
     [
@@ -83,12 +83,11 @@ def test_a_no_session_run_is_not_captured_and_status_says_why(sidecar: SidecarPr
 
 
 def wait_recalled(sidecar: SidecarProcess, prompt: str, needle: str) -> None:
-    deadline = time.monotonic() + 10  # delivery from the outbox runs in the background
-    while True:
+    def found() -> dict[str, Any] | None:  # delivery from the outbox runs in the background
         rec = sidecar.call("recall", {"piSessionId": "other", "prompt": prompt})["result"]
-        if needle in (rec["block"] or "") or time.monotonic() > deadline:
-            break
-        time.sleep(0.05)
+        return rec if needle in (rec["block"] or "") else None
+
+    rec = wait_until(found, 10, f"recall of {needle!r}")
     assert needle in (rec["block"] or ""), rec
 
 

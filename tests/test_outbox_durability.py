@@ -20,6 +20,7 @@ import pytest
 from outbox_child import producer_and_sequence
 from pi_memory_bridge.backends.local import DB_FILENAME as STORE_FILENAME
 from pi_memory_bridge.outbox import BackoffPolicy, Outbox, OutboxCounts
+from waiting import wait_until
 
 pytestmark = pytest.mark.slow  # SIGKILLed child processes
 
@@ -188,10 +189,11 @@ def test_an_outage_longer_than_all_retry_steps_across_two_restarts_dead_letters_
     )
     assert first.stdout is not None
     acked = [line.split()[1] for _, line in zip(range(30), first.stdout, strict=False)]
-    deadline = time.monotonic() + 30
-    while most_attempts(root) <= 2 * CHILD_RETRY.steps_to_cap():  # past every backoff step, twice
-        assert time.monotonic() < deadline, "the child stopped retrying"
-        time.sleep(0.05)
+    wait_until(  # past every backoff step, twice
+        lambda: most_attempts(root) > 2 * CHILD_RETRY.steps_to_cap(),
+        30,
+        "the child's retries past every backoff step (it stopped retrying)",
+    )
     first.kill()  # restart 1: killed mid-outage
     first.wait()
     with Outbox.open(root) as box:

@@ -8,7 +8,6 @@ import asyncio
 import os
 import sqlite3
 import stat
-import time
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
@@ -21,6 +20,7 @@ from pi_memory_bridge.outbox import Outbox
 from pi_memory_bridge.sidecar.logs import setup_logging
 from pi_memory_bridge.skills import SkillCaptureLedger
 from sidecar_client import SidecarProcess
+from waiting import wait_until
 
 
 @pytest.fixture
@@ -124,10 +124,11 @@ def test_the_real_sidecar_keeps_its_data_dir_private(tmp_path: Path, umask_022: 
             ]
         ]
         assert sidecar.call("turn/settled", {"piSessionId": "s1", "runs": runs})["result"]["captured"] == 1
-        deadline = time.monotonic() + 10
-        while sidecar.call("status")["result"]["counts"].get("turns", 0) < 1:
-            assert time.monotonic() < deadline
-            time.sleep(0.05)
+        wait_until(
+            lambda: sidecar.call("status")["result"]["counts"].get("turns", 0) >= 1,
+            10,
+            "delivery of the captured turn to the store",
+        )
         data = agent / "memory-bridge"
         assert (data / "memory.sqlite3-wal").exists() and (data / "logs" / "sidecar.log").exists()
         assert _loose(data) == []

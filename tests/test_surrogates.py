@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import sqlite3
-import time
 from pathlib import Path
 
 import pytest
@@ -18,6 +17,7 @@ from pi_memory_bridge.capture.identity import BranchIdentity
 from pi_memory_bridge.capture.pi_shapes import extract_turns
 from pi_memory_bridge.capture.prepare import prepare_capture
 from sidecar_client import SidecarProcess
+from waiting import wait_until
 
 HALF_EMOJI = "\ud83d"  # the high half of U+1F600, as `"😀".slice(0, 1)` leaves it in JS
 
@@ -82,10 +82,12 @@ def test_the_real_sidecar_stores_a_turn_with_lone_surrogates(sidecar: SidecarPro
     assert "error" not in answer, answer
     assert answer["result"]["captured"] == 1
 
-    deadline = time.monotonic() + 10  # delivery from the outbox runs in the background
-    while sidecar.call("status")["result"]["counts"].get("turns", 0) < 1:
-        assert time.monotonic() < deadline, sidecar.call("status")["result"]
-        time.sleep(0.05)
+    wait_until(  # delivery from the outbox runs in the background
+        lambda: sidecar.call("status")["result"]["counts"].get("turns", 0) >= 1,
+        10,
+        "delivery of the captured turn to the store",
+        detail=lambda: sidecar.call("status")["result"],
+    )
     found = sidecar.call(
         "tool/call", {"name": "tdai_conversation_search", "arguments": {"query": "zebracorn banner \ud800"}}
     )["result"]

@@ -32,9 +32,17 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Final
 
-from pi_memory_bridge.backends.local.rescan import RowsChanged, RowsListener, StoreRescan, TableReport
+from pi_memory_bridge.backends.local.rescan import (
+    RowsChanged,
+    RowsListener,
+    SecretsFound,
+    StoreRescan,
+    TableReport,
+    redact_arguments,
+    redact_counted,
+)
 from pi_memory_bridge.outbox._records import ToolPayload, TurnPayload
-from pi_memory_bridge.redact import redact_text, redact_value, rules_fingerprint
+from pi_memory_bridge.redact import rules_fingerprint
 
 __all__ = [
     "RescanReport",
@@ -63,11 +71,9 @@ def add_rows_listener(listener: RowsListener) -> None:
 
 
 @dataclass
-class FilesReport:
+class FilesReport(SecretsFound):
     scanned: int = 0
     changed: int = 0
-    secrets: int = 0
-    kinds: Counter[str] = field(default_factory=Counter)
 
 
 @dataclass
@@ -142,26 +148,6 @@ def _scan_store(ddir: Path, report: RescanReport) -> None:
     report.turns, report.atomic = scan.turns, scan.atomic
 
 
-def _redact_counted(text: str, files: FilesReport) -> str:
-    redacted = redact_text(text)
-    files.secrets += redacted.count
-    files.kinds.update(redacted.kinds)
-    return redacted.text
-
-
-def _redact_arguments(text: str, files: FilesReport) -> str:
-    try:
-        value = json.loads(text)
-    except ValueError:
-        return _redact_counted(text, files)
-    new, hits = redact_value(value)
-    if not hits:
-        return text
-    files.secrets += hits
-    files.kinds["structural"] += hits
-    return json.dumps(new, ensure_ascii=False, default=str)
-
-
 def _scan_outbox(ddir: Path, report: RescanReport) -> None:
     if not (ddir / OUTBOX_FILE).exists():
         return
@@ -174,23 +160,23 @@ def _scan_outbox(ddir: Path, report: RescanReport) -> None:
             ToolPayload(
                 tool_call_id=t.tool_call_id,
                 tool_name=t.tool_name,
-                arguments=_redact_arguments(t.arguments, records),
-                result=_redact_counted(t.result, records),
+                arguments=redact_arguments(t.arguments, records),
+                result=redact_counted(t.result, records),
                 is_error=t.is_error,
             )
             for t in payload.tools
         )
         return payload.model_copy(
             update={
-                "user_text": _redact_counted(payload.user_text, records),
-                "assistant_text": _redact_counted(payload.assistant_text, records),
+                "user_text": redact_counted(payload.user_text, records),
+                "assistant_text": redact_counted(payload.assistant_text, records),
                 "tools": tools,
             }
         )
 
     with Outbox.open(ddir) as box:
         records.scanned, records.changed = box.rewrite_waiting(
-            rewrite, lambda raw: _redact_counted(raw, records)
+            rewrite, lambda raw: redact_counted(raw, records)
         )
     report.outbox = records
 
@@ -207,7 +193,7 @@ def _scan_text_file(path: Path, shown: str, files: FilesReport, problems: list[s
         problems.append(f"{shown}: not scanned ({exc})")
         return None
     files.scanned += 1
-    new = _redact_counted(text, files)
+    new = redact_counted(text, files)
     if new == text:
         return None
     files.changed += 1

@@ -33,6 +33,8 @@ from typing import Self
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from pi_memory_bridge.private_files import prepare_sqlite_file
+
 log = logging.getLogger(__name__)
 
 DB_FILENAME = "catchup.sqlite3"
@@ -145,11 +147,6 @@ class ImportJob(_Row):
         return sum(f.queued for f in self.files)
 
 
-def _create_private(path: Path) -> None:
-    if not path.exists():
-        os.close(os.open(path, os.O_RDWR | os.O_CREAT, 0o600))
-
-
 class CatchUpState:
     """The state database; blocking and thread-safe (one connection behind a lock)."""
 
@@ -162,8 +159,9 @@ class CatchUpState:
     def open(cls, root: Path) -> CatchUpState:
         path = root / DB_FILENAME
         try:
-            root.mkdir(parents=True, exist_ok=True, mode=0o700)
-            _create_private(path)
+            # as the outbox opens its database: a 0700 dir, a 0600 file (SQLite's -wal/-shm follow
+            # it), and what an older version left looser tightened
+            prepare_sqlite_file(path)
             conn = sqlite3.connect(
                 path, timeout=_BUSY_TIMEOUT_S, isolation_level=None, check_same_thread=False
             )

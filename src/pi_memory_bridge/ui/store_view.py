@@ -4,19 +4,18 @@ Searching, editing and forgetting are not here: they go through the backend and 
 (one implementation). This module only lists what the backend protocol has no call for
 (memories by kind, turns by session), on a `query_only` connection so no code path here can
 write. The L1 columns a newer schema adds (validity, supersede links, source turns, project) are
-found by name at open, so the same code reads the old schema and the new one.
+found by name at open (`store_columns.py`), so the same code reads the old schema and the new one.
 """
 
 from __future__ import annotations
 
-import json
 import sqlite3
 import threading
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from datetime import datetime
 from pathlib import Path
 
+from pi_memory_bridge.ui.store_columns import L1Columns, table_columns, turn_row, turn_select, when
 from pi_memory_bridge.ui.views import (
     Learning,
     MemoryDetail,
@@ -33,18 +32,6 @@ MAX_PAGE = 200
 MAX_IDS = 500
 SESSION_SCAN = 20_000  # newest turns looked at to find the recent sessions
 
-# view field -> column names a store may use for it, first match wins
-_OPTIONAL_L1: dict[str, tuple[str, ...]] = {
-    "kind": ("kind", "type"),
-    "project": ("project", "project_key", "project_path", "project_root"),
-    "valid_from": ("valid_from", "valid_at", "said_at", "observed_at"),
-    "valid_until": ("valid_until", "invalid_at", "valid_to", "expired_at", "superseded_at"),
-    "status": ("status", "state"),
-    "superseded_by": ("superseded_by", "successor_id", "replaced_by"),
-    "source_turn_ids": ("source_turn_ids", "source_turns", "turn_ids"),
-    "origin": ("origin",),
-    "job_id": ("job_id",),
-}
 _JOB_TABLES = ("learning_jobs", "consolidation_jobs", "jobs")
 _JOB_ORDER = ("created_at", "started_at", "id", "job_id")
 # the columns of a job worth a glance, in this order, when the table has them
@@ -54,34 +41,10 @@ _JOB_COLUMNS = (
 )  # fmt: skip
 JOB_SHOWN = 9
 JOB_LIMIT = 20
-_TURN_COLUMNS = "turn_id, memory_session_id, pi_session_id, user_text, assistant_text, created_at, tools_json"
 
 
 class StoreViewError(Exception):
     """The store cannot be read (missing, damaged, locked too long)."""
-
-
-def _when(value: object) -> datetime | None:
-    if not isinstance(value, str) or not value:
-        return None
-    try:
-        return datetime.fromisoformat(value)
-    except ValueError:
-        return None
-
-
-def _ids(value: object) -> tuple[str, ...]:
-    """Source turn ids as stored: a JSON list, or a comma/space separated string."""
-    if not isinstance(value, str) or not value.strip():
-        return ()
-    text = value.strip()
-    if text.startswith("["):
-        try:
-            parsed = json.loads(text)
-        except ValueError:
-            return ()
-        return tuple(str(x) for x in parsed if isinstance(x, str | int)) if isinstance(parsed, list) else ()
-    return tuple(p for p in text.replace(",", " ").split() if p)
 
 
 class StoreView:
@@ -95,8 +58,8 @@ class StoreView:
                 db_path, timeout=BUSY_TIMEOUT_S, isolation_level=None, check_same_thread=False
             )
             self._conn.execute("PRAGMA query_only = ON")
-            self._l1 = self._find_l1_columns()
-            self._turn_columns = self._columns("turns")
+            self._l1 = L1Columns.of(table_columns(self._conn, "atomic"))
+            self._turn_select = turn_select(table_columns(self._conn, "turns"))
         except sqlite3.Error as exc:
             raise StoreViewError(f"cannot read the local memory store {db_path}: {exc}") from exc
 
@@ -110,66 +73,15 @@ class StoreView:
             except sqlite3.Error as exc:
                 raise StoreViewError(f"reading the local memory store {self.db_path}: {exc}") from exc
 
-    def _columns(self, table: str) -> frozenset[str]:
-        rows = self._conn.execute(f"PRAGMA table_info({table})").fetchall()
-        return frozenset(str(r[1]) for r in rows)
-
-    def _find_l1_columns(self) -> dict[str, str]:
-        present = self._columns("atomic")
-        found: dict[str, str] = {}
-        for name, candidates in _OPTIONAL_L1.items():
-            column = next((c for c in candidates if c in present), None)
-            if column is not None:
-                found[name] = column
-        return found
-
     @property
     def l1_fields(self) -> frozenset[str]:
         """The optional L1 fields this store has (e.g. {"valid_until", "superseded_by"})."""
-        return frozenset(self._l1) - {"kind"}
-
-    def _l1_select(self) -> str:
-        cols = ["memory_id", self._l1.get("kind", "type"), "content", "source", "created_at", "updated_at"]
-        cols += [self._l1[name] for name in _OPTIONAL_L1 if name != "kind" and name in self._l1]
-        return ", ".join(cols)
-
-    def _memory(self, row: Sequence[object]) -> MemoryRow:
-        base = 6
-        extra = {
-            name: row[base + i]
-            for i, name in enumerate(n for n in _OPTIONAL_L1 if n != "kind" and n in self._l1)
-        }
-        return MemoryRow(
-            id=str(row[0]),
-            kind=str(row[1]),
-            content=str(row[2]),
-            source=str(row[3] or ""),
-            created_at=_when(row[4]),
-            updated_at=_when(row[5]),
-            project=str(extra["project"]) if extra.get("project") else None,
-            valid_from=_when(extra.get("valid_from")),
-            valid_until=_when(extra.get("valid_until")),
-            status=str(extra["status"]) if extra.get("status") else None,
-            superseded_by=str(extra["superseded_by"]) if extra.get("superseded_by") else None,
-            source_turn_ids=_ids(extra.get("source_turn_ids")),
-            origin=str(extra["origin"]) if extra.get("origin") else None,
-            job_id=str(extra["job_id"]) if extra.get("job_id") else None,
-        )
-
-    def _active_clause(self) -> str:
-        parts = []
-        if "valid_until" in self._l1:
-            parts.append(f"{self._l1['valid_until']} IS NULL")
-        if "superseded_by" in self._l1:
-            parts.append(f"({self._l1['superseded_by']} IS NULL OR {self._l1['superseded_by']} = '')")
-        if "status" in self._l1:
-            parts.append(f"coalesce(lower({self._l1['status']}), 'active') IN ('active', 'current', 'valid')")
-        return " AND ".join(parts) or "1"
+        return self._l1.fields
 
     # --- L1 -----------------------------------------------------------------------------------
 
     def counts(self) -> StoreCounts:
-        kind = self._l1.get("kind", "type")
+        kind = self._l1.kind
         with self._reading() as conn:
             turns = int(conn.execute("SELECT count(*) FROM turns").fetchone()[0])
             sessions = int(
@@ -178,13 +90,13 @@ class StoreView:
                 ).fetchone()[0]
             )
             by_kind = conn.execute(
-                f"SELECT {kind}, count(*) FROM atomic WHERE {self._active_clause()} GROUP BY {kind} "
+                f"SELECT {kind}, count(*) FROM atomic WHERE {self._l1.active_clause} GROUP BY {kind} "
                 "ORDER BY count(*) DESC"
             ).fetchall()
             memories = int(conn.execute("SELECT count(*) FROM atomic").fetchone()[0])
             projects: list[tuple[str, int]] = []
-            if "project" in self._l1:
-                column = self._l1["project"]
+            if "project" in self._l1.names:
+                column = self._l1.names["project"]
                 projects = conn.execute(
                     f"SELECT {column}, count(*) FROM atomic WHERE {column} IS NOT NULL AND {column} != '' "
                     f"GROUP BY {column} ORDER BY count(*) DESC LIMIT 50"
@@ -212,22 +124,22 @@ class StoreView:
         where: list[str] = []
         params: list[object] = []
         if kind:
-            where.append(f"{self._l1.get('kind', 'type')} = ?")
+            where.append(f"{self._l1.kind} = ?")
             params.append(kind)
-        if project and "project" in self._l1:
-            where.append(f"{self._l1['project']} = ?")
+        if project and "project" in self._l1.names:
+            where.append(f"{self._l1.names['project']} = ?")
             params.append(project)
         if not include_inactive:
-            where.append(self._active_clause())
+            where.append(self._l1.active_clause)
         clause = f"WHERE {' AND '.join(where)}" if where else ""
         with self._reading() as conn:
             total = int(conn.execute(f"SELECT count(*) FROM atomic {clause}", params).fetchone()[0])
             rows = conn.execute(
                 # newest first by insertion (rowid): no sort, where updated_at would sort every row
-                f"SELECT {self._l1_select()} FROM atomic {clause} ORDER BY id DESC LIMIT ? OFFSET ?",
+                f"SELECT {self._l1.select} FROM atomic {clause} ORDER BY id DESC LIMIT ? OFFSET ?",
                 [*params, limit, max(0, offset)],
             ).fetchall()
-        return Page(tuple(self._memory(r) for r in rows), max(0, offset), limit, total)
+        return Page(tuple(self._l1.row(r) for r in rows), max(0, offset), limit, total)
 
     def memories_by_id(self, ids: Sequence[str]) -> dict[str, MemoryRow]:
         wanted = list(dict.fromkeys(ids))[:MAX_IDS]
@@ -236,9 +148,9 @@ class StoreView:
         marks = ",".join("?" * len(wanted))
         with self._reading() as conn:
             rows = conn.execute(
-                f"SELECT {self._l1_select()} FROM atomic WHERE memory_id IN ({marks})", wanted
+                f"SELECT {self._l1.select} FROM atomic WHERE memory_id IN ({marks})", wanted
             ).fetchall()
-        return {m.id: m for m in (self._memory(r) for r in rows)}
+        return {m.id: m for m in (self._l1.row(r) for r in rows)}
 
     def memory(self, memory_id: str) -> MemoryDetail | None:
         found = self.memories_by_id([memory_id])
@@ -250,13 +162,14 @@ class StoreView:
         if memory.superseded_by:
             successor = self.memories_by_id([memory.superseded_by]).get(memory.superseded_by)
         predecessors: tuple[MemoryRow, ...] = ()
-        if "superseded_by" in self._l1:
+        if "superseded_by" in self._l1.names:
             with self._reading() as conn:
+                replaced_by = self._l1.names["superseded_by"]
                 rows = conn.execute(
-                    f"SELECT {self._l1_select()} FROM atomic WHERE {self._l1['superseded_by']} = ? LIMIT 50",
+                    f"SELECT {self._l1.select} FROM atomic WHERE {replaced_by} = ? LIMIT 50",
                     (memory_id,),
                 ).fetchall()
-            predecessors = tuple(self._memory(r) for r in rows)
+            predecessors = tuple(self._l1.row(r) for r in rows)
         return MemoryDetail(
             memory=memory,
             source_turns=tuple(turns[t] for t in memory.source_turn_ids if t in turns),
@@ -266,9 +179,9 @@ class StoreView:
         )
 
     def projects(self) -> tuple[str, ...]:
-        if "project" not in self._l1:
+        if "project" not in self._l1.names:
             return ()
-        column = self._l1["project"]
+        column = self._l1.names["project"]
         with self._reading() as conn:
             rows = conn.execute(
                 f"SELECT DISTINCT {column} FROM atomic WHERE {column} IS NOT NULL AND {column} != '' "
@@ -277,30 +190,12 @@ class StoreView:
         return tuple(str(r[0]) for r in rows)
 
     def kinds(self) -> tuple[str, ...]:
-        kind = self._l1.get("kind", "type")
+        kind = self._l1.kind
         with self._reading() as conn:
             rows = conn.execute(f"SELECT DISTINCT {kind} FROM atomic ORDER BY 1").fetchall()
         return tuple(str(r[0]) for r in rows)
 
     # --- L0 -----------------------------------------------------------------------------------
-
-    def _turn(self, row: Sequence[object]) -> TurnRow:
-        return TurnRow(
-            turn_id=str(row[0]),
-            memory_session_id=str(row[1]),
-            pi_session_id=str(row[2] or ""),
-            user_text=str(row[3]),
-            assistant_text=str(row[4]),
-            created_at=_when(row[5]),
-            tools_json=str(row[6] or "[]"),
-        )
-
-    def _turn_select(self) -> str:
-        return (
-            _TURN_COLUMNS
-            if "tools_json" in self._turn_columns
-            else _TURN_COLUMNS.replace("tools_json", "'[]'")
-        )
 
     def sessions(self, *, limit: int = 50) -> tuple[SessionRow, ...]:
         """The most recently active memory sessions (one per Pi session and branch).
@@ -328,7 +223,7 @@ class StoreView:
                     "WHERE memory_session_id = ?",
                     (session,),
                 ).fetchone()
-                rows.append(SessionRow(session, pi, int(count), _when(first), _when(last)))
+                rows.append(SessionRow(session, pi, int(count), when(first), when(last)))
         return tuple(rows)
 
     def turns(self, *, session: str | None = None, offset: int = 0, limit: int = 50) -> Page[TurnRow]:
@@ -341,16 +236,16 @@ class StoreView:
                     ).fetchone()[0]
                 )
                 rows = conn.execute(
-                    f"SELECT {self._turn_select()} FROM turns WHERE memory_session_id = ? "
+                    f"SELECT {self._turn_select} FROM turns WHERE memory_session_id = ? "
                     "ORDER BY created_at DESC LIMIT ? OFFSET ?",
                     (session, limit, max(0, offset)),
                 ).fetchall()
-                return Page(tuple(self._turn(r) for r in rows), max(0, offset), limit, total)
+                return Page(tuple(turn_row(r) for r in rows), max(0, offset), limit, total)
             rows = conn.execute(
-                f"SELECT {self._turn_select()} FROM turns ORDER BY id DESC LIMIT ? OFFSET ?",
+                f"SELECT {self._turn_select} FROM turns ORDER BY id DESC LIMIT ? OFFSET ?",
                 (limit, max(0, offset)),
             ).fetchall()
-        return Page(tuple(self._turn(r) for r in rows), max(0, offset), limit, None)
+        return Page(tuple(turn_row(r) for r in rows), max(0, offset), limit, None)
 
     def turns_by_id(self, ids: Sequence[str]) -> dict[str, TurnRow]:
         wanted = list(dict.fromkeys(ids))[:MAX_IDS]
@@ -359,9 +254,9 @@ class StoreView:
         marks = ",".join("?" * len(wanted))
         with self._reading() as conn:
             rows = conn.execute(
-                f"SELECT {self._turn_select()} FROM turns WHERE turn_id IN ({marks})", wanted
+                f"SELECT {self._turn_select} FROM turns WHERE turn_id IN ({marks})", wanted
             ).fetchall()
-        return {t.turn_id: t for t in (self._turn(r) for r in rows)}
+        return {t.turn_id: t for t in (turn_row(r) for r in rows)}
 
     # --- learning jobs (when the store has them) ----------------------------------------------
 

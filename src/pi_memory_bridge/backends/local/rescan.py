@@ -49,16 +49,22 @@ RowsListener = Callable[[RowsChanged], None]
 
 
 @dataclass
-class TableReport:
-    scanned: int = 0
-    changed: int = 0
-    merged: int = 0  # L1 only: deleted because the redacted text duplicates another memory
+class SecretsFound:
+    """How many secrets a re-scan removed, by kind (its store tables, outbox and files alike)."""
+
     secrets: int = 0
     kinds: Counter[str] = field(default_factory=Counter)
 
     def count(self, redacted: Redacted) -> None:
         self.secrets += redacted.count
         self.kinds.update(redacted.kinds)
+
+
+@dataclass
+class TableReport(SecretsFound):
+    scanned: int = 0
+    changed: int = 0
+    merged: int = 0  # L1 only: deleted because the redacted text duplicates another memory
 
 
 @dataclass(frozen=True, slots=True)
@@ -92,30 +98,31 @@ def _redact_tools(tools_json: str, report: TableReport) -> str:
             value = tool.get(key)
             if not isinstance(value, str):
                 continue
-            new = _redact_arguments(value, report) if key == "arguments" else _redact_plain(value, report)
+            new = redact_arguments(value, report) if key == "arguments" else redact_counted(value, report)
             if new != value:
                 tool[key] = new
                 changed = True
     return json.dumps(tools, ensure_ascii=False) if changed else tools_json
 
 
-def _redact_plain(text: str, report: TableReport) -> str:
+def redact_counted(text: str, found: SecretsFound) -> str:
+    """`text` under the current rules, its secrets counted into `found`."""
     redacted = redact_text(text)
-    report.count(redacted)
+    found.count(redacted)
     return redacted.text
 
 
-def _redact_arguments(text: str, report: TableReport) -> str:
-    """Arguments are JSON text (clipped ones may not parse): structurally where possible."""
+def redact_arguments(text: str, found: SecretsFound) -> str:
+    """Tool arguments are JSON text (clipped ones may not parse): structurally where possible."""
     try:
         value = json.loads(text)
     except ValueError:
-        return _redact_plain(text, report)
+        return redact_counted(text, found)
     new, hits = redact_value(value)
     if not hits:
         return text
-    report.secrets += hits
-    report.kinds["structural"] += hits
+    found.secrets += hits
+    found.kinds["structural"] += hits
     return json.dumps(new, ensure_ascii=False, default=str)
 
 
@@ -178,8 +185,8 @@ class StoreRescan:
                 self.turns.scanned += 1
                 old = (user, assistant, tools_json)
                 new = (
-                    _redact_plain(user, self.turns),
-                    _redact_plain(assistant, self.turns),
+                    redact_counted(user, self.turns),
+                    redact_counted(assistant, self.turns),
                     _redact_tools(tools_json, self.turns),
                 )
                 if new != old:

@@ -153,8 +153,15 @@ def _call(
             return reply
 
 
-def first_recall(agent: Path, runs: int, label: str) -> None:
-    env = {**os.environ, "PI_CODING_AGENT_DIR": str(agent), "HOME": str(agent.parent.parent)}
+def first_recall(agent: Path, runs: int, label: str, cache_root: Path) -> None:
+    # the decoded model's cache is the user's (HOME is a scratch one): without it every sidecar
+    # would decode the wheel and exit before it could write the cache
+    env = {
+        **os.environ,
+        "PI_CODING_AGENT_DIR": str(agent),
+        "HOME": str(agent.parent.parent),
+        "PI_MEMORY_BRIDGE_CACHE_DIR": str(cache_root),
+    }
     wall: list[float] = []
     asked: list[float] = []
     semantic = 0
@@ -239,12 +246,12 @@ def main() -> None:
         backend.semantic.worker.drain(encoder)
         asyncio.run(backend.close())
         print("== first recall of a fresh sidecar (cache present)")
-        first_recall(small, a.runs, "1k turns")
+        first_recall(small, a.runs, "1k turns", cache_root)
         large = Path(tmp) / "large" / ".pi" / "agent"
         started = time.perf_counter()
         build_large(large / "memory-bridge", a.turns, a.atomic, corpus, handle)
         print(f"(built {a.turns} turns + {a.atomic} memories in {time.perf_counter() - started:.0f} s)")
-        first_recall(large, max(3, a.runs // 3), f"{a.turns // 1000}k turns")
+        first_recall(large, max(3, a.runs // 3), f"{a.turns // 1000}k turns", cache_root)
         print(f"== warm recall at {a.turns} L0 turns + {a.atomic} L1 memories ({len(queries)} queries)")
         warm_recall(large / "memory-bridge", queries, handle)
         size = sum(du(p) for p in (large / "memory-bridge").glob("memory.sqlite3*"))

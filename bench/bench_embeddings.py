@@ -251,6 +251,10 @@ def warm_recall(root: Path, queries: list[str], handle: ModelHandle) -> None:
     ]
     for name, make in makers:
         backend = make()
+        if backend.semantic is not None:  # as the sidecar's preload does: warm means loaded
+            with backend.store.reading("bench") as conn:
+                backend.semantic.atomic.refresh(conn)
+                backend.semantic.turns.refresh(conn)
         for q in queries[:20]:
             asyncio.run(recall(backend, q, budget))
         times, cpu = [], []

@@ -110,3 +110,19 @@ def test_sign_codes_follow_inserts_and_deletes(tmp_path: Path) -> None:
     got = matrix.similarities(query, [new_ids[-1], ids[5], 999_999])
     assert set(got) == {new_ids[-1], ids[5]}
     assert abs(got[new_ids[-1]] - 1.0) < 1e-2
+
+
+def test_a_search_does_not_take_on_a_large_backlog_itself(tmp_path: Path) -> None:
+    # the first load of a large store is the background preload's: a search under a deadline
+    # would otherwise spend seconds reading vectors past its deadline
+    rng = np.random.default_rng(4)
+    conn = _store(tmp_path)
+    _insert(conn, 1, _clustered(rng, 500))
+    matrix = VectorMatrix(TURN_VECTORS, DIM)
+    assert not matrix.refresh(conn, max_new=100)
+    assert matrix.size == 0 and matrix.search(_clustered(rng, 1)[0], 5) == []
+    assert matrix.refresh(conn)  # the preload
+    assert matrix.size == 500
+    _insert(conn, 1000, _clustered(rng, 50))  # a few captured turns: the search reads them
+    assert matrix.refresh(conn, max_new=100)
+    assert matrix.size == 550

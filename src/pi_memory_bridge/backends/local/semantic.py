@@ -53,6 +53,9 @@ SEARCH_MARGIN_S = 0.4
 # the first recall of a fresh sidecar should answer within a second even on a loaded machine
 # (bench/bench_embeddings.py: the search after the wait takes 0.1-0.3 s there, cold caches).
 RECALL_WAIT_CAP_S = 0.6
+# A search under a recall deadline reads at most this many new vectors itself (a few captured
+# turns); a larger backlog, such as the first load of a large store, is the preload's to read.
+SEARCH_LOAD_ROWS = 2000
 _QUERY_CACHE = 16
 _ID_CHUNK = 500
 
@@ -95,12 +98,20 @@ class SemanticIndex:
         self._executor = ThreadPoolExecutor(max_workers=2, thread_name_prefix="vector-search")
         self._queries: OrderedDict[str, npt.NDArray[np.float32]] = OrderedDict()
         self._query_lock = threading.Lock()
+        self._preloading: threading.Thread | None = None
+        self._preload_lock = threading.Lock()
 
     def start_background(self) -> None:
         """Load the model, then fill missing vectors, without waiting for either (the sidecar)."""
         self.handle.start()
         self.worker.start()
-        threading.Thread(target=self._preload, name="vector-preload", daemon=True).start()
+        self._start_preload()
+
+    def _start_preload(self) -> None:
+        with self._preload_lock:
+            if self._preloading is None or not self._preloading.is_alive():
+                self._preloading = threading.Thread(target=self._preload, name="vector-preload", daemon=True)
+                self._preloading.start()
 
     def _preload(self) -> None:
         # The first recall should not have to read every vector from disk. Reading them needs
@@ -152,8 +163,10 @@ class SemanticIndex:
         self, matrix: VectorMatrix, vector: npt.NDArray[np.float32], until: float
     ) -> list[tuple[int, float]] | None:
         """The nearest rows, or None when the matrix is still loading at the cut-off."""
+        limit = None if recall_deadline.get() is None else SEARCH_LOAD_ROWS
         with self._store.reading("searching vectors") as conn:
-            if not matrix.refresh(conn, timeout=max(0.0, until - time.monotonic())):
+            if not matrix.refresh(conn, timeout=max(0.0, until - time.monotonic()), max_new=limit):
+                self._start_preload()  # for the next search, whoever created this index
                 return None
         return matrix.search(vector, CANDIDATES)
 

@@ -190,19 +190,21 @@ class VectorMatrix:
     def size(self) -> int:
         return self._size
 
-    def refresh(self, conn: sqlite3.Connection, timeout: float = -1) -> bool:
+    def refresh(self, conn: sqlite3.Connection, timeout: float = -1, max_new: int | None = None) -> bool:
         """Drop rows deleted from the table and load the ones added since the last refresh.
 
-        False when another thread is still loading the matrix after `timeout` seconds."""
+        False when another thread is still loading the matrix after `timeout` seconds, or when
+        more than `max_new` rows would have to be read first: a search under a deadline must not
+        take on the first load of a large table (seconds at 100k rows on a loaded machine); it
+        does without vectors, and the background load makes them ready for the next one."""
         if not self._lock.acquire(timeout=timeout):
             return False
         try:
-            self._refresh(conn)
+            return self._refresh(conn, max_new)
         finally:
             self._lock.release()
-        return True
 
-    def _refresh(self, conn: sqlite3.Connection) -> None:
+    def _refresh(self, conn: sqlite3.Connection, max_new: int | None = None) -> bool:
         v = self.spec.vector_table
         generation = _meta(conn, "vector_generation")
         if generation != self._generation:
@@ -225,6 +227,8 @@ class VectorMatrix:
                 self._sorted = None
             self._generation = generation
         top = conn.execute(f"SELECT max(seq) FROM {v}").fetchone()[0]
+        if max_new is not None and top is not None and int(top) - self._last_seq > max_new:
+            return False  # seq only grows: the gap bounds the rows to read
         if top is not None and int(top) > self._last_seq:
             cursor = conn.execute(
                 f"SELECT seq, row_id, vec FROM {v} WHERE seq > ? ORDER BY seq", (self._last_seq,)
@@ -232,6 +236,7 @@ class VectorMatrix:
             while batch := cursor.fetchmany(4096):
                 self._append(batch)
         self._update_codes()
+        return True
 
     def _append(self, batch: list[tuple[int, int, bytes]]) -> None:
         width = self.dim * np.dtype(STORED_DTYPE).itemsize

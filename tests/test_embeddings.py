@@ -82,8 +82,9 @@ def test_a_corrupt_cache_is_rebuilt_never_used(
     tmp_path: Path, model_handle: ModelHandle, model_cache_root: Path
 ) -> None:
     root = tmp_path / "cache"
-    shutil.copytree(model_cache_root, root)
     directory = root / cache.cache_key(bundle.locate())
+    # this install's cache only: other checkouts may be writing theirs beside it
+    shutil.copytree(model_cache_root / directory.name, directory)
     _flip_byte(directory / "a.table.npy", offset=40_000)
     with pytest.raises(cache.CacheInvalid, match="SHA-256"):
         cache.load(root, bundle.locate())
@@ -107,11 +108,13 @@ def test_a_corrupt_cache_is_rebuilt_never_used(
     "damage",
     ["manifest-garbage", "manifest-missing", "tokenizer-truncated", "array-missing", "source-changed"],
 )
-def test_any_damage_to_the_cache_is_refused(tmp_path: Path, model_cache_root: Path, damage: str) -> None:
+def test_any_damage_to_the_cache_is_refused(
+    tmp_path: Path, model_handle: ModelHandle, model_cache_root: Path, damage: str
+) -> None:
     root = tmp_path / "cache"
-    shutil.copytree(model_cache_root, root)
     files = bundle.locate()
     directory = root / cache.cache_key(files)
+    shutil.copytree(model_cache_root / directory.name, directory)
     if damage == "manifest-garbage":
         (directory / cache.MANIFEST).write_text('{"format": 1, "model": ')
     elif damage == "manifest-missing":

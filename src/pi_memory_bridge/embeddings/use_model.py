@@ -67,6 +67,13 @@ class UseEncoder:
             out[wanted] = np.asarray(encoded, dtype=np.float32)
         return out
 
+    def token_count(self, text: str) -> int:
+        """How many tokens the model reads of `text` (its cost grows with them)."""
+        clipped = text.strip()[:MAX_EMBED_CHARS]
+        return (
+            len(getattr(self._backend, _TOKENIZER_ATTRIBUTE).encode(clipped, out_type=int)) if clipped else 0
+        )
+
     def embed_one(self, text: str) -> npt.NDArray[np.float32]:
         row: npt.NDArray[np.float32] = self.embed([text])[0]
         return row

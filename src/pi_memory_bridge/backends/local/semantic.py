@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextvars
 import logging
 import threading
+import time
 from collections import OrderedDict
 from collections.abc import Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -56,9 +57,14 @@ CANDIDATES = 50
 WAIT_WITHOUT_DEADLINE_S = 15.0
 # What a recall keeps for the search itself after waiting for the model or the matrix.
 SEARCH_MARGIN_S = 0.4
-# The longest a recall waits for them: the shim's clock for the recall may have started a
-# second before ours (the sidecar's own start-up), and its patience ends with the deadline.
-RECALL_WAIT_CAP_S = 1.0
+# The longest a recall's search waits for them, both together (one cut-off per search): the
+# shim's clock for the recall may have started before ours (the sidecar's own start-up), and
+# the first recall of a fresh sidecar should answer within a second even on a loaded machine
+# (bench/bench_embeddings.py: the search after the wait takes 0.1-0.3 s there, cold caches).
+RECALL_WAIT_CAP_S = 0.6
+# A search under a recall deadline reads at most this many new vectors itself (a few captured
+# turns); a larger backlog, such as the first load of a large store, is the preload's to read.
+SEARCH_LOAD_ROWS = 2000
 _QUERY_CACHE = 16
 _ID_CHUNK = 500
 
@@ -102,16 +108,26 @@ class SemanticIndex:
         self._executor = ThreadPoolExecutor(max_workers=2, thread_name_prefix="vector-search")
         self._queries: OrderedDict[str, npt.NDArray[np.float32]] = OrderedDict()
         self._query_lock = threading.Lock()
+        self._preloading: threading.Thread | None = None
+        self._preload_lock = threading.Lock()
 
     def start_background(self) -> None:
         """Load the model, then fill missing vectors, without waiting for either (the sidecar)."""
         self.handle.start()
         self.worker.start()
-        threading.Thread(target=self._preload, name="vector-preload", daemon=True).start()
+        self._start_preload()
+
+    def _start_preload(self) -> None:
+        with self._preload_lock:
+            if self._preloading is None or not self._preloading.is_alive():
+                self._preloading = threading.Thread(target=self._preload, name="vector-preload", daemon=True)
+                self._preloading.start()
 
     def _preload(self) -> None:
-        # the first recall should not have to read every vector from disk
-        if self.handle.wait(WAIT_WITHOUT_DEADLINE_S * 4) is None:
+        # The first recall should not have to read every vector from disk. Reading them needs
+        # only the store, so it runs beside the model's load, not after it (a model that cannot
+        # load at all is known within milliseconds: no vectors are read for nothing then).
+        if self.handle.wait(0.05) is None and self.handle.state is ModelState.UNAVAILABLE:
             return
         try:
             with self._store.reading("loading vectors") as conn:
@@ -140,8 +156,8 @@ class SemanticIndex:
 
     # --- searching ----------------------------------------------------------------------------
 
-    def _query_vector(self, query: str) -> npt.NDArray[np.float32] | None:
-        encoder = self.handle.wait(_wait_budget())
+    def _query_vector(self, query: str, until: float) -> npt.NDArray[np.float32] | None:
+        encoder = self.handle.wait(until - time.monotonic())
         if encoder is None:
             return None
         # L1 and L0 search the same prompt at once: embed it once
@@ -154,26 +170,31 @@ class SemanticIndex:
                     self._queries.popitem(last=False)
             return vector
 
-    def _dense(self, matrix: VectorMatrix, vector: npt.NDArray[np.float32]) -> list[tuple[int, float]] | None:
-        """The nearest rows, or None when the matrix is still loading at the deadline."""
+    def _dense(
+        self, matrix: VectorMatrix, vector: npt.NDArray[np.float32], until: float
+    ) -> list[tuple[int, float]] | None:
+        """The nearest rows, or None when the matrix is still loading at the cut-off."""
+        limit = None if recall_deadline.get() is None else SEARCH_LOAD_ROWS
         with self._store.reading("searching vectors") as conn:
-            if not matrix.refresh(conn, timeout=_wait_budget()):
+            if not matrix.refresh(conn, timeout=max(0.0, until - time.monotonic()), max_new=limit):
+                self._start_preload()  # for the next search, whoever created this index
                 return None
         return matrix.search(vector, CANDIDATES)
 
     def _dense_beside(
-        self, matrix: VectorMatrix, vector: npt.NDArray[np.float32]
+        self, matrix: VectorMatrix, vector: npt.NDArray[np.float32], until: float
     ) -> Future[list[tuple[int, float]] | None]:
         # the matrix product and the full-text query both release the GIL: run them side by
         # side (the recall deadline travels with the context)
-        return self._executor.submit(contextvars.copy_context().run, self._dense, matrix, vector)
+        return self._executor.submit(contextvars.copy_context().run, self._dense, matrix, vector, until)
 
     def search_atomic(self, query: str, limit: int, type: str | None) -> list[AtomicMemory] | None:
-        vector = self._query_vector(query)
+        until = _cut_off()
+        vector = self._query_vector(query, until)
         if vector is None:
             return None
-        dense = self._dense_beside(self.atomic, vector)
-        asked = self._dense_beside(self.questions, vector)
+        dense = self._dense_beside(self.atomic, vector, until)
+        asked = self._dense_beside(self.questions, vector, until)
         keyword = self._store.search_atomic(query, CANDIDATES, type)
         top, question_top = dense.result(), asked.result()
         if top is None:
@@ -244,10 +265,11 @@ class SemanticIndex:
         return found
 
     def search_conversation(self, query: str, limit: int) -> list[ConversationHit] | None:
-        vector = self._query_vector(query)
+        until = _cut_off()
+        vector = self._query_vector(query, until)
         if vector is None:
             return None
-        dense = self._dense_beside(self.turns, vector)
+        dense = self._dense_beside(self.turns, vector, until)
         keyword = self._store.search_conversation(query, CANDIDATES)
         ranked = self._rank(
             dense.result(),
@@ -371,10 +393,15 @@ class SemanticIndex:
 
 
 def _wait_budget() -> float:
-    """How long this search may wait for the model or a loading matrix."""
+    """How long this search may wait for the model and a loading matrix, together."""
     if recall_deadline.get() is None:
         return WAIT_WITHOUT_DEADLINE_S
     return max(0.0, min(seconds_left(0.0) - SEARCH_MARGIN_S, RECALL_WAIT_CAP_S))
+
+
+def _cut_off() -> float:
+    """The monotonic time after which this search stops waiting and does without vectors."""
+    return time.monotonic() + _wait_budget()
 
 
 _ROW_KEY = "\x00row:"  # no public id starts with a NUL

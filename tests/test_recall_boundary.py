@@ -136,6 +136,7 @@ def test_lookalikes_and_invisibles_are_neutralised_in_every_field() -> None:
             assert _leak(escaped) is None, (text, escaped)
     assert escape_field("\u202eevil\u202c") == "evil"
     assert escape_field("a\u200bb\ufeffc\u2060d") == "abcd"
+    assert escape_field("a\U000e0080b\U000e01f0c") == "abc"  # unassigned in plane 14 (Hypothesis found it)
     assert escape_field("\U000e003c/x\U000e003e") == "/x"
     assert escape_field("\u226a x \u226b") == "&#x226A; x &#x226B;"
 

@@ -3,6 +3,7 @@ what search does when the model cannot be used."""
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 import sys
@@ -152,3 +153,21 @@ def test_two_installs_sharing_a_cache_dir_keep_a_cache_each(
     assert load_use(root, second).source == "wheel"  # decoded once for the second install
     assert load_use(root, first).source == "cache"
     assert load_use(root, second).source == "cache"
+
+
+def test_copies_left_by_killed_writers_are_removed_and_live_ones_kept(tmp_path: Path) -> None:
+    # a sidecar ends with os._exit and may be SIGKILLed while the cache is written in the background
+    gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True,
+                          text=True, check=True)  # fmt: skip
+    dead_pid = int(gone.stdout)
+    root = tmp_path / "cache"
+    root.mkdir()
+    abandoned = [root / f".k.tmp-{dead_pid}-ab12cd34", root / f".k.discard-{dead_pid}-ef56ab78"]
+    alive = [root / ".k.tmp-1-11111111", root / f".k.tmp-{os.getpid()}-22222222"]  # pid 1, and us
+    kept = [root / "use-multilingual-v3-cache", root / ".unrelated"]
+    for directory in (*abandoned, *alive, *kept):
+        directory.mkdir()
+        (directory / "weights.npy").write_bytes(b"x" * 1024)
+    assert cache.remove_abandoned(root) == 2
+    assert not any(d.exists() for d in abandoned)
+    assert all(d.exists() for d in (*alive, *kept))

@@ -109,6 +109,34 @@ def _remove_older_formats(root: Path) -> None:
             shutil.rmtree(old, ignore_errors=True)
 
 
+def _writer_is_gone(name: str) -> bool:
+    # `.<key>.tmp-<pid>-<hex>` / `.<key>.discard-<pid>-<hex>`: the pid of the process writing it
+    pid_text = name.rsplit("-", 2)[-2] if name.count("-") >= 2 else ""
+    if not pid_text.isdigit() or int(pid_text) == os.getpid():
+        return False
+    try:
+        os.kill(int(pid_text), 0)
+    except ProcessLookupError:
+        return True
+    except OSError:
+        return False  # alive but not ours, or cannot tell: leave it
+    return False
+
+
+def remove_abandoned(root: Path) -> int:
+    """Delete the half-written copies (~80 MB each) of writers that are gone: a sidecar ends with
+    `os._exit` and may be killed, so a cache being written in the background can be left behind
+    at any point. Returns how many were removed."""
+    removed = 0
+    with contextlib.suppress(OSError):
+        for entry in root.iterdir():
+            name = entry.name
+            if name.startswith(".") and (".tmp-" in name or ".discard-" in name) and _writer_is_gone(name):
+                shutil.rmtree(entry, ignore_errors=True)
+                removed += 1
+    return removed
+
+
 def _array_file(name: str) -> str:
     return f"a.{name}.npy"
 
@@ -279,6 +307,7 @@ def ensure_private_dir(root: Path) -> None:
 def write(root: Path, files: BundleFiles, state: EncoderState) -> Path:
     """Write the state as a new cache (atomically); returns its directory."""
     ensure_private_dir(root)
+    remove_abandoned(root)
     final = root / cache_key(files)
     staging = root / f".{final.name}.tmp-{os.getpid()}-{secrets.token_hex(4)}"
     staging.mkdir(mode=0o700)

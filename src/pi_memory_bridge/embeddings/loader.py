@@ -62,6 +62,7 @@ def load_use(cache_root: Path | None, files: BundleFiles | None = None) -> LoadR
             state = cache.load(cache_root, files)
             encoder = use_model.restore(state)
             _warm_up(encoder)
+            cache.remove_abandoned(cache_root)  # what killed writers left (no cache write follows)
             return LoadReport(encoder, "cache", (time.perf_counter() - started) * 1000)
         except cache.CacheInvalid as exc:
             log.info("embedding model cache not used (%s); decoding the model from the wheel", exc)

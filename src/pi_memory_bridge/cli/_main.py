@@ -98,6 +98,10 @@ def _run(argv: list[str] | None) -> int:
 
         # start-up allocates a lot and frees little: no collections until the engine runs (serve)
         gc.disable()
+        if os.environ.get("PI_MEMORY_BRIDGE_SOCKET"):  # the shim asks for the shared background sidecar
+            from pi_memory_bridge.sidecar.daemon import run as run_daemon
+
+            return run_daemon()
         from pi_memory_bridge.sidecar.serve import run
 
         return run()

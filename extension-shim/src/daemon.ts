@@ -114,6 +114,7 @@ class DaemonConnection extends EventEmitter implements SidecarChild {
 	private socket: Socket | undefined;
 	private spawned: ChildProcess | undefined;
 	private spawnedRunning = false;
+	private asked = false; // we sent the daemon something (a prestarted connection may never)
 	private heard = false; // the daemon has sent us something: it is alive and serving
 	private done = false;
 	private retry: ReturnType<typeof setTimeout> | undefined;
@@ -166,7 +167,10 @@ class DaemonConnection extends EventEmitter implements SidecarChild {
 		});
 		s.on("error", () => undefined); // "close" follows
 		s.on("close", () => this.finish());
-		this.stdin.on("data", (chunk: Buffer) => s.write(chunk));
+		this.stdin.on("data", (chunk: Buffer) => {
+			this.asked = true;
+			s.write(chunk);
+		});
 		this.stdin.on("end", () => s.end()); // our EOF: the daemon ends this connection's engine
 	}
 
@@ -200,12 +204,16 @@ class DaemonConnection extends EventEmitter implements SidecarChild {
 		});
 	}
 
-	/** Ends our connection; also the daemon when it never said a word to us (never listened, or hung). */
+	/**
+	 * Ends our connection. SIGKILL (the Sidecar gave up on it) also ends what we spawned and never
+	 * reached, and a daemon that took our request and never said a word (its loop is stuck: every
+	 * Pi would wait on it). One that answered before keeps serving the others: what hangs is this
+	 * connection's engine, and ours ends with the connection.
+	 */
 	kill(signal: NodeJS.Signals = "SIGTERM"): boolean {
-		const silent = !this.heard;
-		if (silent && signal === "SIGKILL") {
+		if (signal === "SIGKILL") {
 			if (this.spawned?.pid && this.spawnedRunning && !this.socket) signalGroup(this.spawned.pid);
-			else if (this.socket) killLockHolder(this.socketFile);
+			else if (this.socket && this.asked && !this.heard) killLockHolder(this.socketFile);
 		}
 		this.finish();
 		return true;

@@ -138,3 +138,21 @@ test("a command that never listens costs the handshake deadline and is killed wi
 	assert.ok(!existsSync(`${socketPath("/bin/sleep", ["600"], env)}`));
 	rmSync(root, { recursive: true, force: true });
 });
+
+test("a Pi that connected but never asked anything (prestart, no session) leaves the shared daemon alone", async () => {
+	const { env, root } = sandbox();
+	const a = new Sidecar(init, quiet, env);
+	a.ensureStarted();
+	await a.call("status", {}, 20_000, HOLD);
+	const pid = daemonPid(env);
+	const b = new Sidecar(init, quiet, env);
+	b.prestart();
+	await new Promise((r) => setTimeout(r, 300)); // connected by now
+	b.stop(); // never answered anything: a stdio child would be killed here
+	await new Promise((r) => setTimeout(r, 300));
+	assert.ok(alive(pid));
+	await a.call("status", {}, 10_000, HOLD);
+	a.stop();
+	assert.ok(await until(() => !alive(pid), 15_000));
+	rmSync(root, { recursive: true, force: true });
+});

@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 import shutil
 import signal
+import sqlite3
 import statistics
 import subprocess
 import sys
@@ -20,7 +21,7 @@ from pathlib import Path
 import pytest
 
 from bridge import SHIM, sidecar_cmd, stored_turns, use_bridge
-from harness import FakeModel, PiEnv, TextReply
+from harness import FakeModel, PiEnv, ScriptedDialogs, TextReply
 from harness.procs import environ_of, pid_alive
 
 IDLE_S = 6  # long enough for the next `pi -p` of a sequence to arrive, short enough for teardown
@@ -55,6 +56,20 @@ def _daemon_pids(runtime_dir: Path) -> list[int]:
 
 def _texts(env: PiEnv) -> Counter[str]:
     return Counter(row["user_text"] for row in stored_turns(env))
+
+
+def _texts_now(env: PiEnv) -> Counter[str]:
+    """What the store holds right now (stored_turns waits for detached processes: the daemon is one)."""
+    db = env.agent_dir / "memory-bridge" / "memory.sqlite3"
+    if not db.exists():
+        return Counter()
+    con = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
+    try:
+        return Counter(text for (text,) in con.execute("SELECT user_text FROM turns"))
+    except sqlite3.OperationalError:  # the schema is still being created
+        return Counter()
+    finally:
+        con.close()
 
 
 def _served(env: PiEnv) -> int:
@@ -153,3 +168,34 @@ def test_a_hung_background_sidecar_delays_a_pi_p_run_by_at_most_the_recall_deadl
         # it answered once, so it may serve others: only this Pi's connection was closed
         assert len(daemons) == 1
         os.kill(daemons[0], signal.SIGKILL)
+
+
+def test_eight_pi_p_started_together_share_one_daemon_and_each_turn_is_stored_once(
+    pi_env: PiEnv, runtime_dir: Path
+) -> None:
+    _daemon_env(pi_env, runtime_dir)
+    turns = [f"started together {n} {uuid.uuid4().hex[:6]}" for n in range(8)]
+    procs = [
+        subprocess.Popen(
+            pi_env.argv("-p", t, extensions=[SHIM]),
+            cwd=pi_env.work_dir,
+            env=pi_env.environ(),
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+        )
+        for t in turns
+    ]
+    for p in procs:
+        _out, err = p.communicate(timeout=240)
+        assert p.returncode == 0, err
+    assert _served(pi_env) == 1  # several spawned one each; exactly one served, the rest left
+    # a turn whose Pi gave up on a still-starting daemon is caught up by the next session's engine
+    rpc = pi_env.start_rpc(extensions=[SHIM], dialogs=ScriptedDialogs())
+    probe = f"the next session {uuid.uuid4().hex[:6]}"
+    rpc.prompt_and_settle(probe, timeout=60)
+    rpc.wait_until(lambda: all(_texts_now(pi_env)[t] >= 1 for t in [*turns, probe]), timeout=60)
+    assert rpc.close() == 0
+    counts = _texts(pi_env)
+    assert all(counts[t] == 1 for t in [*turns, probe]), counts
+    assert max(counts.values()) == 1, counts

@@ -228,3 +228,22 @@ def test_sigterm_ends_the_daemon_with_connections_open(daemons: Daemons) -> None
     with contextlib.suppress(OSError):
         client.close()
     assert not daemons.socket.exists()
+
+
+def test_serve_stop_ends_this_users_background_sidecars_and_skips_dead_ones(short_dir: Path) -> None:
+    env = {**os.environ, "XDG_RUNTIME_DIR": str(short_dir)}
+    folder = short_dir / f"pi-memory-bridge-{os.getuid()}"
+    d = Daemons(short_dir, idle_s=60)
+    d.run_dir, d.socket = folder, folder / "a.sock"
+    d.env = {**d.env, "PI_MEMORY_BRIDGE_SOCKET": str(d.socket)}
+    live = d.start()
+    d.initialize(d.connect())
+    # a dead daemon's lock: its pid (this test's own) must not be signalled
+    (folder / "b.sock.lock").write_text(f"{os.getpid()}\n")
+    try:
+        out = subprocess.run([*sidecar_argv(), "--stop"], env=env, capture_output=True, text=True, timeout=60)
+        assert out.returncode == 0 and "stopped 1 background sidecar(s)" in out.stdout, out
+        assert live.wait(10) == 0
+        assert (folder / "a.sock.lock").read_text() == ""  # a clean exit leaves no pid behind
+    finally:
+        d.stop_all()

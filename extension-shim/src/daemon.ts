@@ -1,8 +1,8 @@
 /**
  * The background sidecar: one `pi-memory-bridge serve` per agent dir, shared by every Pi process,
  * so its imports and its embedding model are paid once instead of at every `pi -p`.
- * Switched on by `PI_MEMORY_BRIDGE_DAEMON=1`; otherwise, or where the socket cannot be used, the
- * caller spawns today's stdio child.
+ * On by default for the memory program the shim finds itself (`daemonEnabled`); where it is off,
+ * or the socket cannot be used, the caller spawns a stdio child of its own.
  *
  * The socket's name is a hash of everything that decides the sidecar's behaviour (command, the
  * command file's identity, this extension's release, the environment the sidecar reads), so two
@@ -48,8 +48,16 @@ export interface SidecarChild {
 	on(event: "error", listener: (err: Error) => void): this;
 }
 
+/**
+ * `PI_MEMORY_BRIDGE_DAEMON`: 1/true/yes/on or 0/false/no/off; unset, it is on for the memory
+ * program the shim finds itself and off for a `PI_MEMORY_BRIDGE_CMD` (a wrapper or a stand-in that
+ * was written for a child of its own keeps that meaning).
+ */
 export function daemonEnabled(env: NodeJS.ProcessEnv): boolean {
-	return ["1", "true", "yes", "on"].includes((env[DAEMON_VAR] ?? "").trim().toLowerCase());
+	const raw = (env[DAEMON_VAR] ?? "").trim().toLowerCase();
+	if (["1", "true", "yes", "on"].includes(raw)) return true;
+	if (["0", "false", "no", "off"].includes(raw)) return false;
+	return !env.PI_MEMORY_BRIDGE_CMD?.trim();
 }
 
 function commandIdentity(cmd: string): string {

@@ -2,7 +2,7 @@ import { test } from "node:test";
 import assert from "node:assert/strict";
 import { chmodSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { join } from "node:path";
-import { socketPath, openDaemon } from "../src/daemon.ts";
+import { daemonEnabled, socketPath, openDaemon } from "../src/daemon.ts";
 import { Sidecar, SHIM_DIR } from "../src/sidecar.ts";
 import type { InitializeParams } from "../src/protocol.ts";
 
@@ -58,6 +58,14 @@ async function until(check: () => boolean, ms: number): Promise<boolean> {
 	}
 	return check();
 }
+
+test("on by default for the program the shim finds itself; a PI_MEMORY_BRIDGE_CMD keeps its own child unless asked", () => {
+	assert.equal(daemonEnabled({}), true);
+	assert.equal(daemonEnabled({ PI_MEMORY_BRIDGE_DAEMON: "off" }), false);
+	assert.equal(daemonEnabled({ PI_MEMORY_BRIDGE_DAEMON: "0" }), false);
+	assert.equal(daemonEnabled({ PI_MEMORY_BRIDGE_CMD: "/bin/sleep 600" }), false);
+	assert.equal(daemonEnabled({ PI_MEMORY_BRIDGE_CMD: "/bin/sleep 600", PI_MEMORY_BRIDGE_DAEMON: "yes" }), true);
+});
 
 test("the socket's name follows what decides the sidecar's behaviour, in a private folder", () => {
 	const { env, root } = sandbox();

@@ -219,9 +219,48 @@ async def serve_daemon(settings: DaemonSettings, env: Mapping[str, str], lock_fd
         task.cancel()
     if handlers:
         await asyncio.wait(handlers, timeout=EXIT_WATCHDOG_S - 1)
+    with contextlib.suppress(OSError):
+        os.ftruncate(lock_fd, 0)  # no pid left behind for anyone to signal
     os.close(lock_fd)
     log.info("background sidecar exiting after %d connection(s)", conns.served)
     return 0
+
+
+def runtime_dir(env: Mapping[str, str]) -> Path:
+    """Where the shim puts this user's sockets (extension-shim/src/daemon.ts, `socketPath`)."""
+    base = env.get("XDG_RUNTIME_DIR") or env.get("TMPDIR") or "/tmp"
+    return Path(base) / f"pi-memory-bridge-{os.getuid()}"
+
+
+def _holder(lock: Path) -> int | None:
+    """The pid in a lock some live process holds; None for a lock nobody holds (a dead daemon's)."""
+    try:
+        fd = os.open(lock, os.O_RDONLY | os.O_CLOEXEC)
+    except OSError:
+        return None
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+            return None  # free: its pid may belong to anyone by now
+        except BlockingIOError:
+            pass
+        text = os.read(fd, 32).decode(errors="replace").strip()
+        return int(text) if text.isdigit() and int(text) > 1 else None
+    finally:
+        os.close(fd)
+
+
+def stop_all(env: Mapping[str, str], timeout_s: float = EXIT_WATCHDOG_S + 1) -> list[int]:
+    """SIGTERM every background sidecar of this user and wait for them; the pids stopped."""
+    folder = runtime_dir(env)
+    pids = [pid for lock in sorted(folder.glob("*.sock.lock")) if (pid := _holder(lock)) is not None]
+    for pid in pids:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGTERM)
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline and any(_holder(lock) for lock in folder.glob("*.sock.lock")):
+        time.sleep(0.05)
+    return pids
 
 
 def run(env: Mapping[str, str] | None = None) -> int:

@@ -103,7 +103,9 @@ def stop_daemons(runtime_dir: Path, pids: list[int] | None = None) -> None:
 
 
 def daemon_env(runtime_dir: Path, **extra: str) -> dict[str, str | None]:
-    return {"PI_MEMORY_BRIDGE_DAEMON": "1", "XDG_RUNTIME_DIR": str(runtime_dir), **extra}
+    # idle exit off for the length of the bench (the harness sets a short one for tests)
+    idle = {"PI_MEMORY_BRIDGE_DAEMON_IDLE_S": "3600"}
+    return {"PI_MEMORY_BRIDGE_DAEMON": "1", "XDG_RUNTIME_DIR": str(runtime_dir), **idle, **extra}
 
 
 def print_cases(env: PiEnv, timings: dict[str, Path], runtime: Path) -> dict[str, Callable[[], float]]:

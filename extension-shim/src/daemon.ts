@@ -122,8 +122,11 @@ class DaemonConnection extends EventEmitter implements SidecarChild {
 	private socket: Socket | undefined;
 	private spawned: ChildProcess | undefined;
 	private spawnedRunning = false;
-	private asked = false; // we sent the daemon something (a prestarted connection may never)
+	private readonly queued: Buffer[] = []; // written before the connection is up
+	private readonly unanswered: Buffer[] = []; // written before the daemon said anything: replayed on a retry
+	private retriesLeft = 1;
 	private heard = false; // the daemon has sent us something: it is alive and serving
+	private ended = false; // our EOF
 	private done = false;
 	private retry: ReturnType<typeof setTimeout> | undefined;
 	private readonly giveUpAt = Date.now() + CONNECT_GIVE_UP_MS;
@@ -139,10 +142,24 @@ class DaemonConnection extends EventEmitter implements SidecarChild {
 		this.cmd = cmd;
 		this.args = args;
 		this.env = env;
+		this.stdin.on("data", (chunk: Buffer) => {
+			if (!this.heard) this.unanswered.push(chunk);
+			if (this.socket) this.socket.write(chunk);
+			else this.queued.push(chunk);
+		});
+		this.stdin.on("end", () => {
+			this.ended = true;
+			this.socket?.end(); // our EOF: the daemon ends this connection's engine
+		});
 	}
 
 	get pid(): number | undefined {
 		return this.spawned?.pid;
+	}
+
+	/** We sent the daemon something it never answered (a prestarted connection may send nothing). */
+	private get silent(): boolean {
+		return this.unanswered.length > 0 && !this.heard;
 	}
 
 	start(): void {
@@ -171,15 +188,32 @@ class DaemonConnection extends EventEmitter implements SidecarChild {
 		this.socket = s;
 		s.on("data", (chunk: Buffer) => {
 			this.heard = true;
+			this.unanswered.length = 0;
 			this.stdout.write(chunk);
 		});
 		s.on("error", () => undefined); // "close" follows
-		s.on("close", () => this.finish());
-		this.stdin.on("data", (chunk: Buffer) => {
-			this.asked = true;
-			s.write(chunk);
-		});
-		this.stdin.on("end", () => s.end()); // our EOF: the daemon ends this connection's engine
+		s.on("close", () => this.closed(s));
+		for (const chunk of this.queued.splice(0)) s.write(chunk);
+		if (this.ended) s.end();
+	}
+
+	/**
+	 * A daemon that closes a connection it never answered was on its way out (SIGKILLed with its
+	 * threads still closing, or stopped): connect once more, starting the next one if need be, and
+	 * send again what it never answered (only the handshake can be unanswered: calls wait for it).
+	 */
+	private closed(s: Socket): void {
+		if (this.done || this.socket !== s) return;
+		if (!this.heard && !this.ended && this.retriesLeft > 0 && Date.now() < this.giveUpAt) {
+			this.retriesLeft -= 1;
+			this.socket = undefined;
+			this.queued.push(...this.unanswered);
+			if (!this.spawnedRunning) this.spawned = undefined; // may start the next daemon
+			this.retry = setTimeout(() => this.start(), CONNECT_RETRY_MS);
+			this.retry.unref();
+			return;
+		}
+		this.finish();
 	}
 
 	private spawnDaemon(): void {
@@ -221,7 +255,7 @@ class DaemonConnection extends EventEmitter implements SidecarChild {
 	kill(signal: NodeJS.Signals = "SIGTERM"): boolean {
 		if (signal === "SIGKILL") {
 			if (this.spawned?.pid && this.spawnedRunning && !this.socket) signalGroup(this.spawned.pid);
-			else if (this.socket && this.asked && !this.heard) killLockHolder(this.socketFile);
+			else if (this.socket && this.silent) killLockHolder(this.socketFile);
 		}
 		this.finish();
 		return true;

@@ -28,9 +28,10 @@ import socket
 import stat
 import sys
 import time
-from collections.abc import Mapping
+from collections.abc import Coroutine, Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from pi_memory_bridge.config import data_dir, default_agent_dir
 from pi_memory_bridge.sidecar.logs import setup_logging
@@ -120,18 +121,21 @@ def bind_socket(socket_path: Path) -> socket.socket:
 
 
 class _Connections:
-    """How many Pis are connected, and the idle timer that ends the daemon when none is."""
+    """How many Pis are connected; `idle` is set once none was for `idle_s`, `empty` while none is."""
 
-    def __init__(self, idle_s: float, stop: asyncio.Event) -> None:
+    def __init__(self, idle_s: float) -> None:
         self._idle_s = idle_s
-        self._stop = stop
         self._count = 0
         self._timer: asyncio.TimerHandle | None = None
+        self.idle = asyncio.Event()
+        self.empty = asyncio.Event()
+        self.empty.set()
         self.served = 0
 
     def opened(self) -> None:
         self._count += 1
         self.served += 1
+        self.empty.clear()
         if self._timer is not None:
             self._timer.cancel()
             self._timer = None
@@ -139,11 +143,17 @@ class _Connections:
     def closed(self) -> None:
         self._count -= 1
         if self._count == 0:
+            self.empty.set()
             self.arm()
 
     def arm(self) -> None:
         if self._timer is None and self._count == 0:
-            self._timer = asyncio.get_running_loop().call_later(self._idle_s, self._stop.set)
+            self._timer = asyncio.get_running_loop().call_later(self._idle_s, self._fire)
+
+    def _fire(self) -> None:
+        self._timer = None
+        if self._count == 0:
+            self.idle.set()
 
 
 async def serve_connection(
@@ -186,7 +196,7 @@ async def serve_daemon(settings: DaemonSettings, env: Mapping[str, str], lock_fd
     sock = bind_socket(settings.socket_path)
     bound = settings.socket_path.stat().st_ino
     stop = asyncio.Event()
-    conns = _Connections(settings.idle_s, stop)
+    conns = _Connections(settings.idle_s)
     handlers: set[asyncio.Task[None]] = set()
 
     async def on_connect(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
@@ -207,23 +217,35 @@ async def serve_daemon(settings: DaemonSettings, env: Mapping[str, str], lock_fd
     server = await asyncio.start_unix_server(on_connect, sock=sock, limit=2**16)
     log.info("background sidecar serving %s (idle exit after %.0f s)", settings.socket_path, settings.idle_s)
     conns.arm()
-    await stop.wait()
-    watchdog = _ExitWatchdog(EXIT_WATCHDOG_S)
-    watchdog.arm()
-    # stop taking connections first, then drop the name (only if it is still ours), then the lock
-    server.close()
+    await _first(stop.wait(), conns.idle.wait())
+    # Give up the name and the lock first: from now on a Pi that connects finds no socket and
+    # starts the next daemon, which takes the lock at once. A connection that arrived as the idle
+    # time ran out is still served (it is queued on our listening socket): retire, don't drop it.
     with contextlib.suppress(OSError):
         if settings.socket_path.stat().st_ino == bound:
             settings.socket_path.unlink()
+    with contextlib.suppress(OSError):
+        os.ftruncate(lock_fd, 0)  # no pid left behind for anyone to signal
+    os.close(lock_fd)
+    if not stop.is_set():
+        await asyncio.sleep(0.05)  # accept what is queued
+        await _first(stop.wait(), conns.empty.wait())
+    watchdog = _ExitWatchdog(EXIT_WATCHDOG_S)
+    watchdog.arm()
+    server.close()
     for task in list(handlers):
         task.cancel()
     if handlers:
         await asyncio.wait(handlers, timeout=EXIT_WATCHDOG_S - 1)
-    with contextlib.suppress(OSError):
-        os.ftruncate(lock_fd, 0)  # no pid left behind for anyone to signal
-    os.close(lock_fd)
     log.info("background sidecar exiting after %d connection(s)", conns.served)
     return 0
+
+
+async def _first(*waits: Coroutine[Any, Any, object]) -> None:
+    tasks = [asyncio.create_task(w) for w in waits]
+    await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
+    for task in tasks:
+        task.cancel()
 
 
 def runtime_dir(env: Mapping[str, str]) -> Path:

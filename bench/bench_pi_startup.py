@@ -145,6 +145,8 @@ def bench_print(install: PiInstall, runs: int, model_url: str, root: Path) -> No
     use_bridge(env)
     timings = {kind: root / f"timings-{kind}.jsonl" for kind in ("stdio", "warm", "cold")}
     runtime = Path(tempfile.mkdtemp(prefix="pmb-bench-", dir="/tmp"))  # socket paths must be short
+    for kind in ("warm", "cold", "hung"):  # each an XDG_RUNTIME_DIR: it exists, and is private
+        (runtime / kind).mkdir(mode=0o700)
     try:
         for prompt in SEED_PROMPTS:  # something to recall, and jiti's cache warm
             env.run_print([prompt], extensions=[SHIM])

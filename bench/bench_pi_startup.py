@@ -18,6 +18,10 @@ Sections (each as interleaved runs in one process, the order shuffled per round,
   sys) the process used in all (what several sidecars starting at once compete for).
 * rpc: `pi --mode rpc` start-up until `get_state` answers, with vs without the extension
   (target: <= 60 ms more; the sidecar starts in the background).
+
+The background sidecar (PI_MEMORY_BRIDGE_DAEMON=1) is measured beside the stdio child in print and
+spawn: warm (a daemon from an earlier run is listening) and cold (none running: this run spawns it;
+the bench stops it again after the run, outside the measurement), and the hung cases with it on.
 """
 
 from __future__ import annotations
@@ -26,6 +30,9 @@ import argparse
 import json
 import os
 import random
+import shutil
+import signal
+import socket
 import statistics
 import subprocess
 import sys
@@ -46,6 +53,7 @@ VENV_PY = REPO_ROOT / ".venv" / "bin" / "python"
 HANG_AFTER_INIT = REPO_ROOT / "e2e" / "fixtures" / "hang_after_initialize.py"
 RECALL_DEADLINE_MS = 3000  # the default; the hung cases announce (or fall back to) this one
 PROMPT = "how do we deploy the billing service to staging?"
+RECALL_HOOK = "before_agent_start"  # the shim's timing of the recall Pi waits for
 SEED_PROMPTS = (
     "remember: we deploy the billing service to staging with `make deploy-staging`",
     "the billing service's staging database is billing-stg-2",
@@ -71,8 +79,38 @@ def compile_bytecode() -> str:
 # ---- print: whole `pi -p` runs ------------------------------------------------------------------
 
 
-def print_cases(env: PiEnv, timings: Path) -> dict[str, Callable[[], float]]:
+def daemon_pids(runtime_dir: Path) -> list[int]:
+    """The background sidecars serving sockets under `runtime_dir` (each socket's lock names its pid)."""
+    pids = []
+    for lock in (runtime_dir / f"pi-memory-bridge-{os.getuid()}").glob("*.lock"):
+        text = lock.read_text().strip()
+        if text and Path(f"/proc/{text}").exists():
+            pids.append(int(text))
+    return pids
+
+
+def stop_daemons(runtime_dir: Path, pids: list[int] | None = None) -> None:
+    """SIGTERM them and wait until they are gone (outside any measurement)."""
+    pids = daemon_pids(runtime_dir) if pids is None else pids
+    for pid in pids:
+        try:
+            os.kill(pid, signal.SIGTERM)
+        except ProcessLookupError:
+            continue
+    deadline = time.monotonic() + 15
+    while any(Path(f"/proc/{pid}").exists() for pid in pids) and time.monotonic() < deadline:
+        time.sleep(0.02)
+
+
+def daemon_env(runtime_dir: Path, **extra: str) -> dict[str, str | None]:
+    # idle exit off for the length of the bench (the harness sets a short one for tests)
+    idle = {"PI_MEMORY_BRIDGE_DAEMON_IDLE_S": "3600"}
+    return {"PI_MEMORY_BRIDGE_DAEMON": "1", "XDG_RUNTIME_DIR": str(runtime_dir), **idle, **extra}
+
+
+def print_cases(env: PiEnv, timings: dict[str, Path], runtime: Path) -> dict[str, Callable[[], float]]:
     hang_cmd = sidecar_cmd(str(VENV_PY), str(HANG_AFTER_INIT), str(RECALL_DEADLINE_MS))
+    warm, cold, hung = runtime / "warm", runtime / "cold", runtime / "hung"
 
     def run(extensions: list[Path], extra: dict[str, str | None]) -> float:
         result = env.run_print([PROMPT], extensions=extensions, env=extra)
@@ -80,22 +118,41 @@ def print_cases(env: PiEnv, timings: Path) -> dict[str, Callable[[], float]]:
             raise SystemExit(f"pi -p failed ({result.returncode}): {result.stderr[-500:]}")
         return result.wall_s * 1000
 
+    def cold_run() -> float:
+        stop_daemons(cold)  # none running: this run spawns it
+        wall = run([SHIM], daemon_env(cold, PI_MEMORY_BRIDGE_TIMINGS=str(timings["cold"])))
+        stop_daemons(cold)  # not left loading its model beside the next case
+        return wall
+
     return {
         "alone": lambda: run([], {}),
-        "extension": lambda: run([SHIM], {"PI_MEMORY_BRIDGE_TIMINGS": str(timings)}),
+        "extension": lambda: run([SHIM], {"PI_MEMORY_BRIDGE_TIMINGS": str(timings["stdio"])}),
+        "extension, warm daemon": lambda: run(
+            [SHIM], daemon_env(warm, PI_MEMORY_BRIDGE_TIMINGS=str(timings["warm"]))
+        ),
+        "extension, cold daemon": cold_run,
         "hung: /bin/sleep 600": lambda: run([SHIM], {"PI_MEMORY_BRIDGE_CMD": "/bin/sleep 600"}),
         "hung after initialize": lambda: run([SHIM], {"PI_MEMORY_BRIDGE_CMD": hang_cmd}),
+        "hung: /bin/sleep 600, daemon": lambda: run(
+            [SHIM], daemon_env(hung, PI_MEMORY_BRIDGE_CMD="/bin/sleep 600")
+        ),
+        "hung after initialize, daemon": lambda: run([SHIM], daemon_env(hung, PI_MEMORY_BRIDGE_CMD=hang_cmd)),
     }
 
 
 def bench_print(install: PiInstall, runs: int, model_url: str, root: Path) -> None:
     env = PiEnv(install, root / "print", model_url)
     use_bridge(env)
-    timings = root / "timings.jsonl"
+    timings = {kind: root / f"timings-{kind}.jsonl" for kind in ("stdio", "warm", "cold")}
+    runtime = Path(tempfile.mkdtemp(prefix="pmb-bench-", dir="/tmp"))  # socket paths must be short
+    for kind in ("warm", "cold", "hung"):  # each an XDG_RUNTIME_DIR: it exists, and is private
+        (runtime / kind).mkdir(mode=0o700)
     try:
         for prompt in SEED_PROMPTS:  # something to recall, and jiti's cache warm
             env.run_print([prompt], extensions=[SHIM])
-        cases = print_cases(env, timings)
+        env.run_print([PROMPT], extensions=[SHIM], env=daemon_env(runtime / "warm"))  # the warm daemon
+        warm_daemon = daemon_pids(runtime / "warm")
+        cases = print_cases(env, timings, runtime)
         walls: dict[str, list[float]] = {name: [] for name in cases}
         order = list(cases)
         rng = random.Random(16)
@@ -103,22 +160,35 @@ def bench_print(install: PiInstall, runs: int, model_url: str, root: Path) -> No
             rng.shuffle(order)
             for name in order:
                 walls[name].append(cases[name]())
-        rows = [json.loads(line) for line in timings.read_text().splitlines()]
-        first_recall = [r["ms"] for r in rows if r["hook"] == "before_agent_start"]
+        first_recall = {
+            kind: [
+                r["ms"] for r in map(json.loads, path.read_text().splitlines()) if r["hook"] == RECALL_HOOK
+            ]
+            for kind, path in timings.items()
+        }
+        warm_served = daemon_pids(runtime / "warm")
         stored = _stored_count(env)
     finally:
+        for kind in ("warm", "cold"):
+            stop_daemons(runtime / kind)
+        # the hung fixtures write no lock: they are this env's leftovers, killed with it
         env.close()
+        shutil.rmtree(runtime, ignore_errors=True)
     base = statistics.median(walls["alone"])
     print(f"pi {install.version}: pi -p {PROMPT!r}, {runs} rounds, order shuffled per round")
     for name, values in walls.items():
         print(summary(f"  {name}", values))
-    ext = statistics.median(walls["extension"])
-    print(f"  extension / alone (medians): {ext / base:.2f}x, +{ext - base:.0f} ms  [target: <= 1.25x]")
+    for name in ("extension", "extension, warm daemon", "extension, cold daemon"):
+        ext = statistics.median(walls[name])
+        print(f"  {name} / alone (medians): {ext / base:.2f}x, +{ext - base:.0f} ms  [target: <= 1.25x]")
     bound = RECALL_DEADLINE_MS + 500
-    for name in ("hung: /bin/sleep 600", "hung after initialize"):
+    for name in [n for n in walls if n.startswith("hung")]:
         over = statistics.median(walls[name]) - base
         print(f"  {name}: +{over:.0f} ms over alone  [target: <= {bound} ms]")
-    print(summary("  first recall in a fresh pi -p (Pi waits)", first_recall))
+    for kind, label in (("stdio", "stdio child"), ("warm", "warm daemon"), ("cold", "cold daemon")):
+        print(summary(f"  first recall in a fresh pi -p (Pi waits), {label}", first_recall[kind]))
+    one = warm_served == warm_daemon and len(warm_served) == 1
+    print(f"  warm daemon: the same one served every run: {one} ({warm_served})")
     print(f"  turns in the store after the run: {stored}")
 
 
@@ -174,6 +244,53 @@ def spawn_once(env: dict[str, str], cwd: str) -> tuple[float, float, float, floa
     return (initialized - started) * 1000, (engine - initialized) * 1000, (gone - engine) * 1000, cpu
 
 
+def _socket_answer(conn: socket.socket, buf: bytearray, id_: int) -> bytes:
+    while True:
+        while b"\n" not in buf:
+            chunk = conn.recv(65536)
+            if not chunk:
+                raise SystemExit(f"the background sidecar closed before answering request {id_}")
+            buf += chunk
+        i = buf.index(b"\n")
+        line = bytes(buf[:i])
+        del buf[: i + 1]
+        if f'"id":{id_}'.encode() in line:
+            return line
+
+
+def daemon_once(env: dict[str, str], cwd: str, sock: Path, cold: bool) -> tuple[float, float]:
+    """(spawn or connect -> initialize, initialize -> engine ready) in ms, over the daemon's socket.
+
+    Cold: no daemon runs; spawn it, connect once it listens (polling, as the shim does). Warm: connect."""
+    started = time.perf_counter()
+    daemon = None
+    if cold:
+        daemon_env_ = {**env, "PI_MEMORY_BRIDGE_SOCKET": str(sock)}
+        daemon = subprocess.Popen([str(SIDECAR), "serve"], env=daemon_env_, stdin=subprocess.DEVNULL)
+    conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    while True:
+        try:
+            conn.connect(str(sock))
+            break
+        except OSError:
+            conn.close()
+            conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            time.sleep(0.015)
+    buf = bytearray()
+    init = {"protocolVersion": "1.0", "client": {"name": "bench", "version": "0"}, "cwd": cwd}
+    conn.sendall(_request(1, "initialize", init))
+    assert b'"result"' in _socket_answer(conn, buf, 1)
+    initialized = time.perf_counter()
+    conn.sendall(_request(2, "session/start", {"piSessionId": "bench", "entries": []}))
+    assert b'"result"' in _socket_answer(conn, buf, 2)
+    engine = time.perf_counter()
+    conn.close()
+    if daemon is not None:
+        daemon.send_signal(signal.SIGTERM)
+        daemon.wait()
+    return (initialized - started) * 1000, (engine - initialized) * 1000
+
+
 def bench_spawn(runs: int, root: Path) -> None:
     empty_cache = root / "no-pycache"
     empty_cache.mkdir(parents=True)
@@ -196,6 +313,28 @@ def bench_spawn(runs: int, root: Path) -> None:
             short = name.replace(" bytecode", " .pyc")
             goal = target.get(name, "") if col == 0 else ""
             print(summary(f"  {step}, {short}", [r[col] for r in rows], goal))
+    # the background sidecar, with bytecode: cold (spawned for this connection) and warm (listening)
+    runtime = Path(tempfile.mkdtemp(prefix="pmb-bench-", dir="/tmp"))
+    sock = runtime / "d.sock"
+    warm_env = {**base, "PI_MEMORY_BRIDGE_SOCKET": str(sock)}
+    daemon = subprocess.Popen([str(SIDECAR), "serve"], env=warm_env, stdin=subprocess.DEVNULL)
+    try:
+        daemon_once(base, str(root), sock, cold=False)  # listening, engine imports done
+        cold_sock = runtime / "c.sock"
+        pairs: dict[str, list[tuple[float, float]]] = {"cold": [], "warm": []}
+        for _ in range(runs):
+            pairs["cold"].append(daemon_once(base, str(root), cold_sock, cold=True))
+            pairs["warm"].append(daemon_once(base, str(root), sock, cold=False))
+    finally:
+        daemon.send_signal(signal.SIGTERM)
+        daemon.wait()
+        shutil.rmtree(runtime, ignore_errors=True)
+    print(f"background sidecar (PI_MEMORY_BRIDGE_SOCKET), {runs} connections each, interleaved, with .pyc")
+    labels = {"cold": "spawn -> listen -> initialize, cold", "warm": "connect -> initialize, warm"}
+    for kind, rows in pairs.items():
+        print(summary(f"  {labels[kind]}", [r[0] for r in rows], "target: p50 <= 150 ms"))
+    for kind, rows in pairs.items():
+        print(summary(f"  initialize -> engine, {kind}", [r[1] for r in rows]))
 
 
 # ---- rpc: interactive start-up ------------------------------------------------------------------

@@ -175,6 +175,9 @@ class PiEnv:
                 "XDG_STATE_HOME": str(self.home / ".local" / "state"),
                 "PATH": os.pathsep.join([str(self.install.node.parent), env.get("PATH", "/usr/bin:/bin")]),
                 RUN_MARKER_VAR: self.run_token,
+                # a background sidecar (the default without PI_MEMORY_BRIDGE_CMD) leaves soon after
+                # its last Pi, so no test leaves one behind
+                "PI_MEMORY_BRIDGE_DAEMON_IDLE_S": "3",
                 # the decoded embedding model, built once and shared by every test's sidecar
                 "PI_MEMORY_BRIDGE_CACHE_DIR": os.environ.get("PI_MEMORY_BRIDGE_CACHE_DIR")
                 or str(Path(tempfile.gettempdir()) / f"pi-memory-bridge-model-cache-{os.getuid()}"),

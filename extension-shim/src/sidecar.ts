@@ -14,10 +14,11 @@
  * - `stop` never waits: it closes stdin (the sidecar exits on EOF, bounded by its own watchdog)
  *   and kills a child that never answered or stopped answering.
  */
-import { spawn, type ChildProcess } from "node:child_process";
+import { spawn } from "node:child_process";
 import type { Socket } from "node:net";
 import { dirname, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
+import { openDaemon, type SidecarChild } from "./daemon.ts";
 import { unavailable } from "./footer.ts";
 import { locateSidecar, type Located } from "./locate.ts";
 import { RpcClient, RpcClosed, RpcError, RpcTimeout, type RequestHandler, type RequestOptions } from "./rpc.ts";
@@ -48,7 +49,7 @@ export class Sidecar {
 	state: SidecarState = "idle";
 	lastError: string | undefined;
 	initResult: InitializeResult | undefined;
-	private child: ChildProcess | undefined;
+	private child: SidecarChild | undefined;
 	private rpc: RpcClient | undefined;
 	private ready: Promise<InitializeResult> | undefined;
 	private backoffMs = FIRST_BACKOFF_MS;
@@ -177,9 +178,10 @@ export class Sidecar {
 		const { cmd, args } = found;
 		this.state = "idle";
 		this.lastError = undefined;
-		let child: ChildProcess;
+		let child: SidecarChild;
 		try {
-			child = spawn(cmd, args, { stdio: ["pipe", "pipe", "pipe"], env: this.env });
+			// the shared background sidecar when switched on and usable, else a child of our own
+			child = openDaemon(cmd, args, this.env) ?? spawn(cmd, args, { stdio: ["pipe", "pipe", "pipe"], env: this.env });
 		} catch (e) {
 			this.fail(`cannot start ${cmd}: ${(e as Error).message}`);
 			return;
@@ -213,7 +215,7 @@ export class Sidecar {
 	}
 
 	/** Send `initialize`; the handshake's deadline runs from now. */
-	private handshake(child: ChildProcess, rpc: RpcClient): void {
+	private handshake(child: SidecarChild, rpc: RpcClient): void {
 		this.state = "starting";
 		const ready = rpc.request<InitializeResult>("initialize", this.initParams(), this.handshakeMs()).then(
 			(result) => {
@@ -258,14 +260,14 @@ function errorText(e: unknown): string {
 }
 
 /** The child never keeps Pi's process alive: not the process handle, not its stdio pipes. */
-function detach(child: ChildProcess): void {
+function detach(child: SidecarChild): void {
 	child.unref();
 	for (const stream of [child.stdin, child.stdout, child.stderr]) {
 		(stream as Partial<Pick<Socket, "unref">> | null)?.unref?.(); // stdio pipes are net.Sockets
 	}
 }
 
-function kill(child: ChildProcess, signal: NodeJS.Signals): void {
+function kill(child: SidecarChild, signal: NodeJS.Signals): void {
 	try {
 		child.kill(signal);
 	} catch {

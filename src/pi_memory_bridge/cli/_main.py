@@ -16,7 +16,8 @@ def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="pi-memory-bridge", description=__doc__)
     parser.add_argument("--version", action="store_true", help="print the version and exit")
     sub = parser.add_subparsers(dest="command")
-    sub.add_parser("serve", help="run the sidecar on stdin/stdout (what the Pi extension starts)")
+    serve = sub.add_parser("serve", help="run the sidecar on stdin/stdout (what the Pi extension starts)")
+    serve.add_argument("--stop", action="store_true", help="stop this user's background sidecars now")
     sub.add_parser("doctor", help="check config, backend, data dir and that Pi can load the extension")
     search = sub.add_parser("search", help="search stored memory (L1 and L0); empty: the most recent")
     search.add_argument("query", nargs="?", default="")
@@ -104,6 +105,15 @@ def _run(argv: list[str] | None) -> int:
 
         # start-up allocates a lot and frees little: no collections until the engine runs (serve)
         gc.disable()
+        if args.stop:
+            from pi_memory_bridge.sidecar.daemon import stop_all
+
+            print(f"stopped {len(stop_all(os.environ))} background sidecar(s)")
+            return 0
+        if os.environ.get("PI_MEMORY_BRIDGE_SOCKET"):  # the shim asks for the shared background sidecar
+            from pi_memory_bridge.sidecar.daemon import run as run_daemon
+
+            return run_daemon()
         from pi_memory_bridge.sidecar.serve import run
 
         return run()

@@ -12,6 +12,7 @@ signal) requests in flight finish, the engine closes, and a watchdog ends the pr
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import gc
 import importlib
 import logging
@@ -141,6 +142,14 @@ class LazyEngine:
     async def stop(self) -> None:
         if self._task is not None and self._task.done() and not self._task.exception():
             await self._task.result().shutdown()
+
+    async def close(self) -> None:
+        """`stop`, once an engine still opening has opened: a process that lives on (the background
+        sidecar) must not leave an engine behind that nobody closes."""
+        if self._task is not None:
+            with contextlib.suppress(Exception):
+                await asyncio.shield(self._task)
+        await self.stop()
 
 
 def build_endpoint(

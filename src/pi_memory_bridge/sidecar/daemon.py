@@ -1,0 +1,303 @@
+"""`pi-memory-bridge serve` as a background sidecar shared by every Pi of one agent dir.
+
+The shim sets `PI_MEMORY_BRIDGE_SOCKET` to a private unix socket whose name it derived from all
+that decides a sidecar's behaviour (command, release, agent dir, the relevant environment), so a
+process serving that socket behaves exactly as a sidecar of its own would. Imports and the
+embedding model are then paid once per daemon instead of once per `pi -p`.
+
+Each connection is one Pi and gets what a per-process sidecar had: its own endpoint and its own
+`Engine` (several sidecar processes already share one data dir, so several engines in one process
+keep those semantics). Its `shutdown` or its EOF (Pi exited or was killed) ends that engine only.
+
+Exactly one daemon serves a socket: the holder of `<socket>.lock` (flock, released by the kernel
+on any death, so a socket left by a SIGKILLed daemon is simply replaced). A daemon that finds the
+lock taken waits a little for it (the holder may be on its way out) and otherwise leaves. With no
+connection for `PI_MEMORY_BRIDGE_DAEMON_IDLE_S` seconds (default 600) the daemon stops listening,
+removes its socket and exits; SIGTERM/SIGINT stop it at once, bounded by the exit watchdog.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import fcntl
+import logging
+import os
+import signal
+import socket
+import stat
+import sys
+import time
+from collections.abc import Coroutine, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from pi_memory_bridge.config import data_dir, default_agent_dir
+from pi_memory_bridge.sidecar.logs import setup_logging
+from pi_memory_bridge.sidecar.serve import EXIT_WATCHDOG_S, LazyEngine, _ExitWatchdog, build_endpoint
+
+log = logging.getLogger(__name__)
+
+SOCKET_VAR = "PI_MEMORY_BRIDGE_SOCKET"
+IDLE_VAR = "PI_MEMORY_BRIDGE_DAEMON_IDLE_S"
+DEFAULT_IDLE_S = 600.0
+LOCK_WAIT_S = 3.0  # a daemon on its way out holds the lock this long at most (its watchdog)
+DRAIN_S = 2.0  # a connection's requests in flight at `shutdown`, as the stdio sidecar gives them
+ENGINE_CLOSE_S = EXIT_WATCHDOG_S  # a connection's engine shutdown; the stdio sidecar's watchdog
+
+
+class SocketUnusable(Exception):
+    """The socket's folder is not private to this user: refuse to serve (the shim falls back)."""
+
+
+@dataclass(frozen=True, slots=True)
+class DaemonSettings:
+    socket_path: Path
+    idle_s: float
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str]) -> DaemonSettings:
+        raw = env.get(IDLE_VAR, "").strip()
+        try:
+            idle = float(raw) if raw else DEFAULT_IDLE_S
+        except ValueError:
+            idle = DEFAULT_IDLE_S
+        return cls(Path(env[SOCKET_VAR]), max(0.1, idle))
+
+
+def check_private_dir(path: Path) -> None:
+    """The folder must be ours, a real directory and closed to everyone else (0700)."""
+    with contextlib.suppress(FileExistsError):
+        path.mkdir(mode=0o700, parents=False)
+    st = path.lstat()
+    if not stat.S_ISDIR(st.st_mode) or st.st_uid != os.getuid() or st.st_mode & 0o077:
+        raise SocketUnusable(f"{path} is not a private directory of this user (0700)")
+
+
+def _live(path: Path) -> bool:
+    probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        probe.connect(str(path))
+        return True
+    except OSError:
+        return False
+    finally:
+        probe.close()
+
+
+def take_lock(socket_path: Path, wait_s: float = LOCK_WAIT_S) -> int | None:
+    """The lock's fd (held for the daemon's life), or None when another daemon serves the socket."""
+    fd = os.open(f"{socket_path}.lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+    deadline = time.monotonic() + wait_s
+    while True:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            # the holder serves (then we are not needed) or is on its way out (then we take over)
+            if _live(socket_path) or time.monotonic() > deadline:
+                os.close(fd)
+                return None
+            time.sleep(0.05)
+            continue
+        os.ftruncate(fd, 0)
+        os.write(fd, f"{os.getpid()}\n".encode())
+        return fd
+
+
+def bind_socket(socket_path: Path) -> socket.socket:
+    """Bind under the lock: whatever is at the path is a dead daemon's socket, and goes."""
+    with contextlib.suppress(FileNotFoundError):
+        socket_path.unlink()
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    old = os.umask(0o177)  # the socket is created 0600: only this user can connect
+    try:
+        sock.bind(str(socket_path))
+    finally:
+        os.umask(old)
+    sock.listen(64)
+    sock.setblocking(False)
+    return sock
+
+
+class _Connections:
+    """How many Pis are connected; `idle` is set once none was for `idle_s`, `empty` while none is."""
+
+    def __init__(self, idle_s: float) -> None:
+        self._idle_s = idle_s
+        self._count = 0
+        self._timer: asyncio.TimerHandle | None = None
+        self.idle = asyncio.Event()
+        self.empty = asyncio.Event()
+        self.empty.set()
+        self.served = 0
+
+    def opened(self) -> None:
+        self._count += 1
+        self.served += 1
+        self.empty.clear()
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+
+    def closed(self) -> None:
+        self._count -= 1
+        if self._count == 0:
+            self.empty.set()
+            self.arm()
+
+    def arm(self) -> None:
+        if self._timer is None and self._count == 0:
+            self._timer = asyncio.get_running_loop().call_later(self._idle_s, self._fire)
+
+    def _fire(self) -> None:
+        self._timer = None
+        if self._count == 0:
+            self.idle.set()
+
+
+async def serve_connection(
+    reader: asyncio.StreamReader, writer: asyncio.StreamWriter, env: Mapping[str, str], log_file: Path | None
+) -> None:
+    """One Pi: the stdio sidecar's endpoint and engine, ended by its `shutdown` or its EOF."""
+    engine = LazyEngine(env)
+    engine.log_file = log_file
+    stop = asyncio.Event()
+    rpc = build_endpoint(engine, stop)
+    serving = asyncio.create_task(rpc.serve(reader, writer))
+    stopping = asyncio.create_task(stop.wait())
+    try:
+        await asyncio.wait({serving, stopping}, return_when=asyncio.FIRST_COMPLETED)
+        if not serving.done():
+            try:
+                await asyncio.wait_for(rpc.drain_tasks(), timeout=DRAIN_S)
+            except TimeoutError:
+                log.warning("connection closing with requests still in flight")
+            serving.cancel()
+    finally:
+        stopping.cancel()
+        log.debug("connection ended; closing its engine")
+        try:
+            await asyncio.wait_for(engine.close(), timeout=ENGINE_CLOSE_S)
+        except TimeoutError:
+            log.warning("an engine did not close within %.0f s; leaving it", ENGINE_CLOSE_S)
+        except Exception:
+            log.exception("closing a connection's engine failed")
+        writer.close()
+        with contextlib.suppress(ConnectionError, OSError):
+            await writer.wait_closed()
+        log.debug("connection closed")
+
+
+async def serve_daemon(settings: DaemonSettings, env: Mapping[str, str], lock_fd: int) -> int:
+    log_file = setup_logging(
+        data_dir(default_agent_dir(env)) / "logs", env.get("PI_MEMORY_BRIDGE_LOG_LEVEL", "info"), stderr=False
+    )
+    sock = bind_socket(settings.socket_path)
+    bound = settings.socket_path.stat().st_ino
+    stop = asyncio.Event()
+    conns = _Connections(settings.idle_s)
+    handlers: set[asyncio.Task[None]] = set()
+
+    async def on_connect(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        conns.opened()
+        task = asyncio.current_task()
+        if task is not None:
+            handlers.add(task)
+        try:
+            await serve_connection(reader, writer, env, log_file)
+        finally:
+            if task is not None:
+                handlers.discard(task)
+            conns.closed()
+
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    server = await asyncio.start_unix_server(on_connect, sock=sock, limit=2**16)
+    log.info("background sidecar serving %s (idle exit after %.0f s)", settings.socket_path, settings.idle_s)
+    conns.arm()
+    await _first(stop.wait(), conns.idle.wait())
+    # Give up the name and the lock first: from now on a Pi that connects finds no socket and
+    # starts the next daemon, which takes the lock at once. A connection that arrived as the idle
+    # time ran out is still served (it is queued on our listening socket): retire, don't drop it.
+    with contextlib.suppress(OSError):
+        if settings.socket_path.stat().st_ino == bound:
+            settings.socket_path.unlink()
+    with contextlib.suppress(OSError):
+        os.ftruncate(lock_fd, 0)  # no pid left behind for anyone to signal
+    os.close(lock_fd)
+    if not stop.is_set():
+        await asyncio.sleep(0.05)  # accept what is queued
+        await _first(stop.wait(), conns.empty.wait())
+    watchdog = _ExitWatchdog(EXIT_WATCHDOG_S)
+    watchdog.arm()
+    server.close()
+    for task in list(handlers):
+        task.cancel()
+    if handlers:
+        await asyncio.wait(handlers, timeout=EXIT_WATCHDOG_S - 1)
+    log.info("background sidecar exiting after %d connection(s)", conns.served)
+    return 0
+
+
+async def _first(*waits: Coroutine[Any, Any, object]) -> None:
+    tasks = [asyncio.create_task(w) for w in waits]
+    await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
+    for task in tasks:
+        task.cancel()
+
+
+def runtime_dir(env: Mapping[str, str]) -> Path:
+    """Where the shim puts this user's sockets (extension-shim/src/daemon.ts, `socketPath`)."""
+    base = env.get("XDG_RUNTIME_DIR") or env.get("TMPDIR") or "/tmp"
+    return Path(base) / f"pi-memory-bridge-{os.getuid()}"
+
+
+def _holder(lock: Path) -> int | None:
+    """The pid in a lock some live process holds; None for a lock nobody holds (a dead daemon's)."""
+    try:
+        fd = os.open(lock, os.O_RDONLY | os.O_CLOEXEC)
+    except OSError:
+        return None
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+            return None  # free: its pid may belong to anyone by now
+        except BlockingIOError:
+            pass
+        text = os.read(fd, 32).decode(errors="replace").strip()
+        return int(text) if text.isdigit() and int(text) > 1 else None
+    finally:
+        os.close(fd)
+
+
+def stop_all(env: Mapping[str, str], timeout_s: float = EXIT_WATCHDOG_S + 1) -> list[int]:
+    """SIGTERM every background sidecar of this user and wait for them; the pids stopped."""
+    folder = runtime_dir(env)
+    pids = [pid for lock in sorted(folder.glob("*.sock.lock")) if (pid := _holder(lock)) is not None]
+    for pid in pids:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGTERM)
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline and any(_holder(lock) for lock in folder.glob("*.sock.lock")):
+        time.sleep(0.05)
+    return pids
+
+
+def run(env: Mapping[str, str] | None = None) -> int:
+    environ = dict(os.environ if env is None else env)
+    settings = DaemonSettings.from_env(environ)
+    try:
+        check_private_dir(settings.socket_path.parent)
+        lock_fd = take_lock(settings.socket_path)
+    except (SocketUnusable, OSError) as exc:
+        print(f"pi-memory-bridge: cannot serve {settings.socket_path}: {exc}", file=sys.stderr)
+        return 2
+    if lock_fd is None:
+        return 0  # another daemon serves this socket: the shim connects to it
+    code = asyncio.run(serve_daemon(settings, environ, lock_fd))
+    logging.shutdown()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)

@@ -275,7 +275,7 @@ class Learning:
 
         async def record() -> None:
             try:
-                await asyncio.to_thread(memories.set_session_project, memory_session_id, self.project)
+                await asyncio.to_thread(memories.turns.set_session_project, memory_session_id, self.project)
             except BackendError as exc:
                 log.warning("cannot record the session's project: %s", exc)
 
@@ -357,9 +357,9 @@ class Learning:
         memories = self.memories
         if memories is not None:
             try:
-                used = await asyncio.to_thread(memories.usage, budget_day(datetime.now(UTC)))
+                used = await asyncio.to_thread(memories.ledger.usage, budget_day(datetime.now(UTC)))
                 counts = await asyncio.to_thread(memories.counts)
-                last = await asyncio.to_thread(memories.jobs, 3)
+                last = await asyncio.to_thread(memories.ledger.jobs, 3)
             except BackendError as exc:
                 return f"{parts[0]}; store unreadable ({exc})", problems
             budget = self.settings.daily_token_budget

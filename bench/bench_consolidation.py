@@ -37,7 +37,8 @@ from typing import Any
 
 from pi_memory_bridge.backends.base import ConversationTurn
 from pi_memory_bridge.backends.local import LocalBackend
-from pi_memory_bridge.backends.local.memories import LearnedMemories, MemoryRow
+from pi_memory_bridge.backends.local.learned_rows import MemoryRow
+from pi_memory_bridge.backends.local.memories import LearnedMemories
 from pi_memory_bridge.learning.consolidate import JobOutcome, JobSettings, consolidate_once
 from pi_memory_bridge.learning.endpoint import EndpointModel
 from pi_memory_bridge.learning.engine import similar_search
@@ -190,7 +191,7 @@ async def run_user(user: dict[str, Any], model: Any, root: Path, *, append_only:
         result.history = learned_memories.learned()
         for outcome in result.outcomes:
             if outcome.summary is not None:
-                ops = learned_memories.job_ops(outcome.summary.job_id)
+                ops = learned_memories.ledger.job_ops(outcome.summary.job_id)
                 result.decisions += len(ops)
                 result.cheap += sum(1 for op in ops if not op.why.startswith("model"))
         result.active = [r for r in result.history if r.active]
@@ -200,7 +201,7 @@ async def run_user(user: dict[str, Any], model: Any, root: Path, *, append_only:
 
 
 async def _append_only(backend: LocalBackend, session: dict[str, Any], index: int) -> None:
-    from pi_memory_bridge.backends.local.memories import JobOp, JobRecord, new_job_id
+    from pi_memory_bridge.backends.local.learned_rows import JobOp, JobRecord, new_job_id
     from pi_memory_bridge.redact import redact_text
 
     turns = _turns("x", index, session)
@@ -210,7 +211,7 @@ async def _append_only(backend: LocalBackend, session: dict[str, Any], index: in
         if not redact_text(m["text"]).count
     )
     record = JobRecord(new_job_id(), "append-only", 0, 0, (), ops)
-    LearnedMemories(backend.store).apply_job(record)
+    LearnedMemories(backend.store).writer.apply_job(record)
 
 
 # ---- scoring --------------------------------------------------------------------------------

@@ -46,7 +46,8 @@ from typing import Any
 
 from pi_memory_bridge.backends.base import ConversationTurn
 from pi_memory_bridge.backends.local import LocalBackend
-from pi_memory_bridge.backends.local.memories import JobOp, JobRecord, LearnedMemories, new_job_id
+from pi_memory_bridge.backends.local.learned_rows import JobOp, JobRecord, new_job_id
+from pi_memory_bridge.backends.local.memories import LearnedMemories
 from pi_memory_bridge.embeddings import ModelHandle, load_use
 from pi_memory_bridge.embeddings.cache_dir import default_cache_root
 from pi_memory_bridge.embeddings.fusion import L0_PARAMS, L1_PARAMS, FusionParams
@@ -113,11 +114,13 @@ def load_set(root: Path, handle: ModelHandle, *, enrichment: str = "recorded") -
     successors = {m["superseded_by"]: m["id"] for m in memories if m.get("superseded_by")}
     first = [m for m in memories if m["id"] not in successors]
     learned = LearnedMemories(backend.store)
-    learned.apply_job(JobRecord(new_job_id(), "bench-fixture", 0, 0, (), tuple(_ops(first, enrichment, {}))))
+    learned.writer.apply_job(
+        JobRecord(new_job_id(), "bench-fixture", 0, 0, (), tuple(_ops(first, enrichment, {})))
+    )
     by_text = _store_ids(backend)
     set_ids = {m["id"]: by_text[m["content"]] for m in first}
     second = [{**m, "replaces": [successors[m["id"]]]} for m in memories if m["id"] in successors]
-    learned.apply_job(
+    learned.writer.apply_job(
         JobRecord(new_job_id(), "bench-fixture", 0, 0, (), tuple(_ops(second, enrichment, set_ids)))
     )
     by_text = _store_ids(backend)

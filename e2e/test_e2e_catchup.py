@@ -45,7 +45,7 @@ def _queued(env: PiEnv) -> list[str]:
     from pi_memory_bridge.outbox import Outbox
 
     with Outbox.open(data_dir(env)) as box:
-        return [e.turn.user_text for e in box.list_entries() if e.turn is not None]
+        return [e.turn.user_text for e in box.admin.list_entries() if e.turn is not None]
 
 
 def _next_session(env: PiEnv, *, expect: Sequence[str] = (), timeout: float = 60.0) -> PiRpcSession:

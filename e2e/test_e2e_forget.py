@@ -75,7 +75,7 @@ def test_forget_removes_a_turn_still_waiting_in_the_outbox(pi_env: PiEnv, fake_m
     fake_model.script(TextReply("noted"))
     assert pi_env.run_print(["the payroll export runs at 3am"], extensions=[SHIM]).returncode == 0
     with Outbox.open(data_dir(pi_env)) as box:
-        assert box.counts().waiting == 1  # captured, waiting for the store to come back
+        assert box.admin.counts().waiting == 1  # captured, waiting for the store to come back
 
     rpc = pi_env.start_rpc(extensions=[SHIM], dialogs=ScriptedDialogs().select("Delete all of them", "Yes"))
     rpc.prompt_and_settle("/tdai-memory-forget payroll")
@@ -85,4 +85,4 @@ def test_forget_removes_a_turn_still_waiting_in_the_outbox(pi_env: PiEnv, fake_m
     assert "memory store unavailable" in preview and "damaged" in preview  # the failure is said
     assert rpc.close() == 0
     with Outbox.open(data_dir(pi_env)) as box:
-        assert box.counts().waiting == 0
+        assert box.admin.counts().waiting == 0

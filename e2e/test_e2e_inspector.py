@@ -344,9 +344,9 @@ def _lived_in_store(agent_dir: Path) -> tuple[str, str]:
             ]
         )
         for _ in range(3):
-            claim = box.claim(limit=1, ignore_backoff=True)
+            claim = box.claims.claim(limit=1, ignore_backoff=True)
             assert claim is not None
-            box.reject(claim, "HTTP 400: message too long", max_rejections=3, delay_s=0)
+            box.claims.reject(claim, "HTTP 400: message too long", max_rejections=3, delay_s=0)
     return old, new
 
 

@@ -93,5 +93,5 @@ def test_turns_complete_and_capture_waits_in_the_outbox(
     assert "memorycore" in report
     assert rpc.close() == 0
     with Outbox.open(data_dir(pi_env)) as box:
-        counts = box.counts()
+        counts = box.admin.counts()
     assert counts.dead == 0 and counts.waiting == 2  # nothing lost, nothing given up on

@@ -55,10 +55,10 @@ def test_a_dead_letter_is_shown_with_its_fix(pi_env: PiEnv) -> None:
         [ConversationTurn("dead-1", "pi-s-main", "a turn the server refused", "ok", datetime.now(UTC))]
     )
     for _ in range(3):  # the real outbox path: three permanent rejections of a lone record
-        claim = box.claim(ignore_backoff=True)
+        claim = box.claims.claim(ignore_backoff=True)
         assert claim is not None
-        box.reject(claim, "400 Bad Request: refused", max_rejections=3, delay_s=0)
-    assert box.counts().dead == 1
+        box.claims.reject(claim, "400 Bad Request: refused", max_rejections=3, delay_s=0)
+    assert box.admin.counts().dead == 1
     box.close()
     report, _footer = _status(pi_env)
     assert "1 dead" in report

@@ -111,7 +111,7 @@ def _flag(value: str | None) -> Path | None:
 
 
 async def _drained(outbox: Outbox) -> bool:
-    counts = await asyncio.to_thread(outbox.counts)
+    counts = await asyncio.to_thread(outbox.admin.counts)
     return counts.waiting == 0
 
 
@@ -153,7 +153,7 @@ async def main(args: argparse.Namespace) -> int:
             await asyncio.sleep(0.02)
     finally:
         await worker.stop()
-        counts = await asyncio.to_thread(outbox.counts)
+        counts = await asyncio.to_thread(outbox.admin.counts)
         outbox.close()
         await local.close()
     print(

@@ -64,7 +64,7 @@ def test_ctrl_c_stops_an_import_for_good_and_a_second_run_adds_the_rest(tmp_path
         runner = CatchUpRunner(agent_dir=agent, data_dir=root, outbox=box)
         asyncio.run(runner.run_pass())
         assert runner.progress.imported == 0
-        partial = len(box.list_entries(limit=10_000))  # queued, not delivered yet
+        partial = len(box.admin.list_entries(limit=10_000))  # queued, not delivered yet
     assert 0 < partial < total
     again = subprocess.run(
         _cli(agent, "import", "--yes"),
@@ -77,4 +77,4 @@ def test_ctrl_c_stops_an_import_for_good_and_a_second_run_adds_the_rest(tmp_path
     assert again.returncode == 0, again.stderr
     assert f"{total - partial} turn(s) in" in again.stdout
     with Outbox.open(root) as box:
-        assert box.counts().waiting == 0  # all delivered at the end of the command
+        assert box.admin.counts().waiting == 0  # all delivered at the end of the command

@@ -295,7 +295,7 @@ async def test_a_turn_delivered_live_and_found_again_by_catch_up_is_stored_once_
         again = CatchUpRunner(agent_dir=agent_dir, data_dir=root, outbox=box)
         await again.run_pass()
         assert again.progress.queued == 1
-        (entry,) = box.list_entries()
+        (entry,) = box.admin.list_entries()
         assert entry.id == live.turns[0].turn_id  # the same key on both paths
         second = remote()
         try:

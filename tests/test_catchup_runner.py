@@ -65,7 +65,7 @@ def session(agent: Path, name: str = "a", *, since_ms: int = T0_MS) -> SessionWr
 
 
 def queued_texts(outbox: Outbox) -> list[str]:
-    return sorted(e.turn.user_text for e in outbox.list_entries() if e.turn is not None)
+    return sorted(e.turn.user_text for e in outbox.admin.list_entries() if e.turn is not None)
 
 
 async def test_a_pass_queues_the_settled_turns_once_then_reads_only_what_changed(
@@ -85,9 +85,9 @@ async def test_a_pass_queues_the_settled_turns_once_then_reads_only_what_changed
     await r.run_pass()
     assert r.progress.files_read == 1 and r.progress.queued == 4 and r.progress.already == 0
     assert queued_texts(outbox) == ["alpha one", "alpha three", "alpha two", "beta one"]
-    entry = outbox.list_entries()[0]
+    entry = outbox.admin.list_entries()[0]
     assert entry.turn is not None
-    claim = outbox.claim(limit=10)
+    claim = outbox.claims.claim(limit=10)
     assert claim is not None and all(i.ambiguous for i in claim.items)  # checked before sending
 
 

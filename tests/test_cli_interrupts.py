@@ -32,9 +32,9 @@ def agent(tmp_path: Path) -> Path:
     box = Outbox.open(data)
     box.enqueue([ConversationTurn("q1", "s", "queued billing turn", "ok", WHEN)])
     for _ in range(2):  # rejected for good twice: dead, so `outbox purge all` has something to ask about
-        claim = box.claim(limit=1, ignore_backoff=True)
+        claim = box.claims.claim(limit=1, ignore_backoff=True)
         assert claim is not None
-        box.reject(claim, "400 bad request", max_rejections=2, delay_s=0)
+        box.claims.reject(claim, "400 bad request", max_rejections=2, delay_s=0)
     box.close()
     return agent
 
@@ -48,7 +48,7 @@ def _counts(agent: Path) -> tuple[int, int]:
     turns = asyncio.run(backend.status()).counts["turns"]
     asyncio.run(backend.close())
     with Outbox.open(agent / "memory-bridge") as box:
-        dead = box.counts().dead
+        dead = box.admin.counts().dead
     return turns, dead
 
 

@@ -202,11 +202,11 @@ def test_forget_and_outbox_purge_run_unattended_with_yes(tmp_path: Path) -> None
     box = Outbox.open(agent / "memory-bridge")
     box.enqueue([ConversationTurn("dead-1", "s", "refused turn", "ok", datetime.now(UTC))])
     for _ in range(3):
-        claim = box.claim(ignore_backoff=True)
+        claim = box.claims.claim(ignore_backoff=True)
         assert claim is not None
-        box.reject(claim, "400 Bad Request", max_rejections=3, delay_s=0)
+        box.claims.reject(claim, "400 Bad Request", max_rejections=3, delay_s=0)
     box.close()
     purged = _cli(agent, "outbox", "purge", "all", "--yes")
     assert purged.returncode == 0 and "purged 1 record(s)" in purged.stdout, purged.stdout + purged.stderr
     with Outbox.open(agent / "memory-bridge") as box:
-        assert box.counts().dead == 0
+        assert box.admin.counts().dead == 0

@@ -51,9 +51,9 @@ async def agent_dir(tmp_path: Path) -> AsyncIterator[Path]:
             [ConversationTurn(f"rec-{i}", "pi-s2-main", f"queued question {i}", "ok", T0) for i in range(2)]
         )
         for _ in range(3):
-            claim = box.claim(limit=1, ignore_backoff=True)
+            claim = box.claims.claim(limit=1, ignore_backoff=True)
             assert claim is not None
-            box.reject(claim, "400 refused", max_rejections=3, delay_s=0)
+            box.claims.reject(claim, "400 refused", max_rejections=3, delay_s=0)
     traces = TraceLog.open(data)
     traces.write(
         RecallTrace.model_validate(
@@ -218,7 +218,7 @@ async def test_outbox_requeue_and_purge(client: httpx.AsyncClient, agent_dir: Pa
     nothing = await client.post("/outbox/purge", data={CSRF_FIELD: csrf, "key": "outbox:rec-0"})
     assert "Nothing to purge" in nothing.text
     with Outbox.open(agent_dir / "memory-bridge") as box:
-        assert box.counts().dead == 0 and box.counts().pending == 2
+        assert box.admin.counts().dead == 0 and box.admin.counts().pending == 2
 
 
 async def test_clearing_traces_asks_first(client: httpx.AsyncClient) -> None:

@@ -43,6 +43,8 @@ LAYERS: dict[str, int] = {
     # learning's wiring into the sidecar: it speaks the wire (model/complete, notice, consent)
     "learning.engine": ENGINE,
     "learning.shim_model": ENGINE,
+    "learning.status": ENGINE,  # its state in words, over a running `Learning`
+    "learning.flows": ENGINE,  # the learning commands built from a running `Learning`
     "engine": ENGINE,
     "sidecar": ENTRY,
     "cli": ENTRY,

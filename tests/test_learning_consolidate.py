@@ -75,7 +75,7 @@ async def test_trivial_turns_are_consumed_without_a_model_call(backend: LocalBac
     model = ScriptedModel()
     outcome = await run(backend, model)
     assert outcome.kind == "nothing" and model.calls == []
-    assert LearnedMemories(backend.store).pending_count() == 0
+    assert LearnedMemories(backend.store).turns.pending_count() == 0
 
 
 async def test_a_batch_takes_one_session_at_a_time(backend: LocalBackend) -> None:
@@ -183,7 +183,7 @@ async def test_a_hand_saved_memory_is_never_superseded_but_a_proposal_is_recorde
     assert outcome.summary is not None
     assert (outcome.summary.superseded, outcome.summary.proposed, outcome.summary.added) == (0, 1, 0)
     assert active_texts(backend) == ["The project uses MySQL."]
-    ops = LearnedMemories(backend.store).job_ops(outcome.summary.job_id)
+    ops = LearnedMemories(backend.store).ledger.job_ops(outcome.summary.job_id)
     assert [(o.op, o.text) for o in ops] == [("propose", "The project moved from MySQL to PostgreSQL.")]
 
 
@@ -206,7 +206,7 @@ async def test_a_job_planned_on_a_memory_changed_meanwhile_writes_nothing(backen
     outcome = await run(backend, model)
     assert outcome.kind == "failed" and outcome.reason is FailReason.CONFLICT
     assert _atomic_rows(backend) == 0
-    assert LearnedMemories(backend.store).pending_count() == 1  # retried later
+    assert LearnedMemories(backend.store).turns.pending_count() == 1  # retried later
 
 
 @pytest.mark.parametrize(

@@ -20,8 +20,10 @@ from pi_memory_bridge.config import LearningSettings, global_config_path, load_c
 from pi_memory_bridge.engine.dialogs import FlowRegistry
 from pi_memory_bridge.learning.consent import NO, YES, store_consent
 from pi_memory_bridge.learning.engine import Learning
+from pi_memory_bridge.learning.flows import learning_command, undo_command
 from pi_memory_bridge.learning.project import project_of
 from pi_memory_bridge.learning.scheduler import JobScheduler
+from pi_memory_bridge.learning.status import describe, sentence, state_text
 from pi_memory_bridge.sidecar.protocol import CommandStep
 
 
@@ -123,7 +125,7 @@ async def test_consent_is_asked_once_with_a_ui_and_never_without(
     headless.turns_settled("mem-1", 1)
     await asyncio.sleep(0.05)
     assert quiet_peer.notified == [] and model.calls == []
-    assert "not allowed yet" in headless.state_text()
+    assert "not allowed yet" in state_text(headless)
     await learning.close()
     await headless.close()
 
@@ -138,7 +140,7 @@ async def test_the_answer_is_written_to_the_global_file_and_learning_starts(
     learning, peer = _learning(tmp_path, backend, model)
     await backend.add_turns([turn(1, "We use Go for our services.")])
     flows = FlowRegistry()
-    first = await flows.start(learning.learning_command("ask openai/gpt-5-mini"), has_ui=True)
+    first = await flows.start(learning_command(learning, "ask openai/gpt-5-mini"), has_ui=True)
     assert first.kind == "select" and first.options == [NO, YES]
     assert "openai/gpt-5-mini" in first.message and "200,000 tokens a day" in first.message
     final = await _answer(first, flows, YES)
@@ -155,7 +157,7 @@ async def test_the_answer_is_written_to_the_global_file_and_learning_starts(
     assert [m for m, _ in peer.notified] == ["notice"]
     assert "+1 learned" in peer.notified[0][1]["message"]
     # asked again (another session raced us): nothing is asked twice
-    again = await FlowRegistry().start(learning.learning_command("ask"), has_ui=True)
+    again = await FlowRegistry().start(learning_command(learning, "ask"), has_ui=True)
     assert again.kind == "done" and again.message == ""
     await learning.close()
 
@@ -163,7 +165,7 @@ async def test_the_answer_is_written_to_the_global_file_and_learning_starts(
 async def test_no_is_the_default_and_is_remembered(tmp_path: Path, backend: LocalBackend) -> None:
     learning, _ = _learning(tmp_path, backend, ScriptedModel())
     flows = FlowRegistry()
-    first = await flows.start(learning.learning_command("ask"), has_ui=True)
+    first = await flows.start(learning_command(learning, "ask"), has_ui=True)
     final = await _answer(first, flows, None)  # dismissed
     assert "off" in final.message
     assert learning.consent is False
@@ -208,7 +210,7 @@ async def test_turns_settled_runs_a_job_after_the_idle_pause_and_records_the_pro
     await learning.idle()
     [row] = LearnedMemories(backend.store).active()
     assert row.project == project_of(tmp_path) == str(tmp_path)
-    line, problems = await learning.describe()
+    line, problems = await describe(learning)
     assert "on, model scripted/test-model" in line and "tokens today 120 / 200,000" in line
     assert "+1 added" in line and problems == []
     await learning.close()
@@ -216,7 +218,7 @@ async def test_turns_settled_runs_a_job_after_the_idle_pause_and_records_the_pro
 
 async def test_status_names_a_spent_budget_as_a_problem(tmp_path: Path, backend: LocalBackend) -> None:
     learning, _ = _learning(tmp_path, backend, ScriptedModel(), enabled=True, daily_token_budget=0)
-    _, problems = await learning.describe()
+    _, problems = await describe(learning)
     assert any("budget is spent" in what for what, _ in problems)
     await learning.close()
 
@@ -229,21 +231,21 @@ async def test_undo_command_previews_starts_on_no_and_reverts(tmp_path: Path, ba
     await asyncio.sleep(0.05)
     await learning.idle()
     assert len(LearnedMemories(backend.store).active()) == 1
-    headless = await FlowRegistry().start(learning.undo_command(""), has_ui=False)
+    headless = await FlowRegistry().start(undo_command(learning, ""), has_ui=False)
     assert headless.kind == "done" and "nothing was undone" in headless.message
     assert "+ [fact] The team deploys with Helm." in headless.message
     flows = FlowRegistry()
-    ask = await flows.start(learning.undo_command(""), has_ui=True)
+    ask = await flows.start(undo_command(learning, ""), has_ui=True)
     assert ask.kind == "select" and ask.options == [KEEP, UNDO]
     kept = await _answer(ask, flows, KEEP)
     assert kept.message == "nothing was undone" and len(LearnedMemories(backend.store).active()) == 1
-    ask = await flows.start(learning.undo_command(""), has_ui=True)
+    ask = await flows.start(undo_command(learning, ""), has_ui=True)
     done = await _answer(ask, flows, UNDO)
     assert "1 learned memory(ies) removed" in done.message
     assert LearnedMemories(backend.store).active() == []
-    listing = await FlowRegistry().start(learning.undo_command("list"), has_ui=True)
+    listing = await FlowRegistry().start(undo_command(learning, "list"), has_ui=True)
     assert "undone" in listing.message
-    nothing = await FlowRegistry().start(learning.undo_command(""), has_ui=True)
+    nothing = await FlowRegistry().start(undo_command(learning, ""), has_ui=True)
     assert "no applied job" in nothing.message
     await learning.close()
 
@@ -277,13 +279,13 @@ async def test_turns_still_on_their_way_through_the_outbox_are_picked_up(
 
 async def test_the_status_sentence_says_the_state_in_words(tmp_path: Path, backend: LocalBackend) -> None:
     learning, _ = _learning(tmp_path, backend, ScriptedModel())
-    assert "not allowed yet; you will be asked once" in learning.sentence()
+    assert "not allowed yet; you will be asked once" in sentence(learning)
     learning.consent = False
-    assert learning.sentence().endswith("off; /tdai-memory-learning on allows it.")
+    assert sentence(learning).endswith("off; /tdai-memory-learning on allows it.")
     learning.consent = True
-    assert "in the background" in learning.sentence()
+    assert "in the background" in sentence(learning)
     learning._working_changed(1)  # a job waits on its model
-    assert learning.working and "a consolidation job is running now" in learning.sentence()
+    assert learning.working and "a consolidation job is running now" in sentence(learning)
     learning._working_changed(-1)
     assert not learning.working
     await learning.close()

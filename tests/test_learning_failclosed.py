@@ -40,7 +40,9 @@ async def _refused(backend: LocalBackend, model: ScriptedModel, reason: FailReas
     assert outcome.reason is reason, outcome
     assert _memories(backend) == before
     assert outcome.summary is not None and outcome.summary.state in ("failed", "dropped")
-    assert LearnedMemories(backend.store).pending_count() >= (0 if outcome.summary.state == "dropped" else 1)
+    assert LearnedMemories(backend.store).turns.pending_count() >= (
+        0 if outcome.summary.state == "dropped" else 1
+    )
 
 
 GOOD = extract(("decision", "The project moved from MySQL to PostgreSQL.", ["t1"]))
@@ -180,7 +182,7 @@ async def test_a_batch_that_keeps_failing_is_dropped_after_max_failures(backend:
     model = ScriptedModel("garbage", "garbage", "garbage")
     states = [(await run(backend, model, JobSettings(max_failures=3))).summary for _ in range(3)]
     assert [s.state for s in states if s is not None] == ["failed", "failed", "dropped"]
-    assert LearnedMemories(backend.store).pending_count() == 0
+    assert LearnedMemories(backend.store).turns.pending_count() == 0
     assert (await run(backend, model)).kind == "nothing"
 
 
@@ -189,7 +191,7 @@ async def test_failures_that_say_nothing_about_the_batch_never_drop_it(backend: 
     for _ in range(5):
         outcome = await run(backend, model, JobSettings(max_failures=2))
         assert outcome.summary is not None and outcome.summary.state == "failed"
-    assert LearnedMemories(backend.store).pending_count() == 1
+    assert LearnedMemories(backend.store).turns.pending_count() == 1
 
 
 async def test_a_spent_budget_defers_without_calling_the_model(backend: LocalBackend) -> None:
@@ -199,7 +201,7 @@ async def test_a_spent_budget_defers_without_calling_the_model(backend: LocalBac
     assert (await run(backend, model, JobSettings(daily_budget=0))).kind == "deferred"
     outcome = await run(backend, model, JobSettings(daily_budget=50_000))
     assert outcome.kind == "applied" and outcome.summary is not None
-    assert LearnedMemories(backend.store).usage(outcome.summary.created_at.date().isoformat()) == 1000
+    assert LearnedMemories(backend.store).ledger.usage(outcome.summary.created_at.date().isoformat()) == 1000
     # what was spent counts against the budget of later calls
     await backend.add_turns([turn(2, "Staging is in eu-west.")])
     tight = JobSettings(daily_budget=1000 + 200)

@@ -11,7 +11,8 @@ import pytest
 
 from learning_helpers import T0
 from pi_memory_bridge.backends.local import LocalBackend
-from pi_memory_bridge.backends.local.memories import JobOp, JobRecord, LearnedMemories, new_job_id
+from pi_memory_bridge.backends.local.learned_rows import JobOp, JobRecord, new_job_id
+from pi_memory_bridge.backends.local.memories import LearnedMemories
 from pi_memory_bridge.learning.notes import MAX_PROFILE_CHARS, PROFILE_FILENAME, write_generated
 
 PROJECT = "/work/shop"
@@ -37,7 +38,7 @@ def _learn(backend: LocalBackend, *ops: tuple[str, str, str | None]) -> str:
             for i, (kind, text, project) in enumerate(ops)
         ),
     )
-    LearnedMemories(backend.store).apply_job(record)
+    LearnedMemories(backend.store).writer.apply_job(record)
     return job
 
 
@@ -105,7 +106,7 @@ async def test_undo_of_the_only_job_removes_the_generated_files(backend: LocalBa
         backend, ("preference", "The user wants answers in Chinese.", None), ("fact", "X uses Y.", PROJECT)
     )
     _generate(backend)
-    LearnedMemories(backend.store).undo_job(job)
+    LearnedMemories(backend.store).ledger.undo_job(job)
     written, _ = _generate(backend)
     assert not (backend.root / PROFILE_FILENAME).exists() and await backend.list_scenarios() == []
     assert "profile" in written

@@ -68,9 +68,9 @@ async def test_accepting_replaces_the_saved_memory_as_the_users_own_and_undo_res
     found = await backend.search_atomic("PostgreSQL", 5)
     assert [m.content for m in found] == [NEW]
     # the change is a job of its own: undo puts the saved memory back
-    [job] = memories.jobs(1)
+    [job] = memories.ledger.jobs(1)
     assert job.job_id == report.job_id and job.superseded == 1 and job.tokens == 0
-    undone = memories.undo_job(report.job_id)
+    undone = memories.ledger.undo_job(report.job_id)
     assert undone.removed == (report.memory_id,) and undone.restored == report.replaced
     assert active_texts(backend) == [OLD]
     assert review.pending() == []  # answered once: not offered again after the undo
@@ -103,7 +103,7 @@ async def test_a_proposal_about_a_memory_changed_since_is_no_longer_pending(back
 
 async def test_a_proposal_of_an_undone_job_is_not_pending(backend: LocalBackend) -> None:
     job_id = await _proposed(backend)
-    LearnedMemories(backend.store).undo_job(job_id)
+    LearnedMemories(backend.store).ledger.undo_job(job_id)
     assert ProposalReview(backend.store).pending() == []
 
 

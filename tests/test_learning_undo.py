@@ -44,7 +44,7 @@ async def test_undo_of_a_supersede_restores_the_previous_state(backend: LocalBac
     _, second = await _mysql_then_postgres(backend)
     learned = LearnedMemories(backend.store)
     assert active_texts(backend) == [POSTGRES]
-    report = learned.undo_job(second)
+    report = learned.ledger.undo_job(second)
     assert len(report.removed) == 1 and len(report.restored) == 1
     assert active_texts(backend) == [MYSQL]
     assert [m.content for m in await backend.search_atomic("database", 5)] == [MYSQL]
@@ -54,30 +54,30 @@ async def test_undo_of_a_supersede_restores_the_previous_state(backend: LocalBac
         # the full-text index no longer knows the removed memory's words
         hits = conn.execute("SELECT count(*) FROM atomic_fts WHERE atomic_fts MATCH 'postgresql'").fetchone()
         assert hits[0] == 0
-    [job] = [j for j in learned.jobs() if j.job_id == second]
+    [job] = [j for j in learned.ledger.jobs() if j.job_id == second]
     assert job.state == "undone" and job.undone_at is not None
-    assert learned.pending_count() == 0  # the turns are not learned again
+    assert learned.turns.pending_count() == 0  # the turns are not learned again
 
 
 async def test_undo_is_refused_while_a_later_job_builds_on_it(backend: LocalBackend) -> None:
     first, second = await _mysql_then_postgres(backend)
     learned = LearnedMemories(backend.store)
     with pytest.raises(BackendRejected, match=second):
-        learned.undo_job(first)
+        learned.ledger.undo_job(first)
     assert active_texts(backend) == [POSTGRES]  # nothing changed
-    learned.undo_job(second)
-    learned.undo_job(first)
+    learned.ledger.undo_job(second)
+    learned.ledger.undo_job(first)
     assert active_texts(backend) == []
     with pytest.raises(BackendRejected, match="not applied"):
-        learned.undo_job(first)
+        learned.ledger.undo_job(first)
 
 
 async def test_jobs_are_found_by_an_unambiguous_part_of_their_id(backend: LocalBackend) -> None:
     first, second = await _mysql_then_postgres(backend)
     learned = LearnedMemories(backend.store)
-    assert (found := learned.find_job(second[-6:])) is not None and found.job_id == second
-    assert learned.find_job("job-") is None  # matches both
-    assert [j.job_id for j in learned.jobs()] == [second, first]
+    assert (found := learned.ledger.find_job(second[-6:])) is not None and found.job_id == second
+    assert learned.ledger.find_job("job-") is None  # matches both
+    assert [j.job_id for j in learned.ledger.jobs()] == [second, first]
 
 
 async def test_a_version_2_store_migrates_its_memories_as_active_with_their_origin(tmp_path: Path) -> None:

@@ -21,9 +21,9 @@ def box(tmp_path: Path) -> Iterator[Outbox]:
         now = datetime.now(UTC)
         outbox.enqueue([ConversationTurn(f"turn-{i}", "s", f"question {i}", "ok", now) for i in range(3)])
         for _ in range(3):  # make turn-0 dead the real way: three permanent rejections alone
-            claim = outbox.claim(limit=1, ignore_backoff=True)
+            claim = outbox.claims.claim(limit=1, ignore_backoff=True)
             assert claim is not None
-            outbox.reject(claim, "400 refused", max_rejections=3, delay_s=0)
+            outbox.claims.reject(claim, "400 refused", max_rejections=3, delay_s=0)
         yield outbox
 
 
@@ -43,7 +43,7 @@ async def test_status_and_list(box: Outbox) -> None:
 async def test_requeue_by_prefix_and_all(box: Outbox) -> None:
     deps = OutboxDeps(box, "", None)
     assert "requeued 1" in (await run(deps, "requeue turn-0", [])).message
-    assert box.counts().dead == 0
+    assert box.admin.counts().dead == 0
     assert "requeued 0" in (await run(deps, "requeue all", [])).message
 
 
@@ -51,9 +51,9 @@ async def test_purge_needs_a_yes_and_a_ui(box: Outbox) -> None:
     deps = OutboxDeps(box, "", None)
     assert "nothing was purged" in (await run(deps, "purge all", [], has_ui=False)).message
     assert "nothing was purged" in (await run(deps, "purge all", [False])).message
-    assert box.counts().dead == 1
+    assert box.admin.counts().dead == 1
     assert "purged 1" in (await run(deps, "purge turn-0", [True])).message
-    assert box.counts().dead == 0 and box.counts().pending == 2
+    assert box.admin.counts().dead == 0 and box.admin.counts().pending == 2
 
 
 async def test_flush_reports_what_happened(box: Outbox) -> None:

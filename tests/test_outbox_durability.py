@@ -89,12 +89,12 @@ def assert_sent_once(log: Path) -> None:
 
 def final_counts(root: Path) -> OutboxCounts:
     with Outbox.open(root) as box:
-        return box.counts()
+        return box.admin.counts()
 
 
 def most_attempts(root: Path) -> int:
     with Outbox.open(root) as box:
-        return max((e.attempts for e in box.list_entries()), default=0)
+        return max((e.attempts for e in box.admin.list_entries()), default=0)
 
 
 def drain(root: Path, *args: object) -> dict[str, int]:
@@ -197,7 +197,7 @@ def test_an_outage_longer_than_all_retry_steps_across_two_restarts_dead_letters_
     first.kill()  # restart 1: killed mid-outage
     first.wait()
     with Outbox.open(root) as box:
-        counts = box.counts()
+        counts = box.admin.counts()
     assert counts.dead == 0 and counts.waiting == 30
     attempts_after_first = most_attempts(root)
 

@@ -245,7 +245,7 @@ async def test_a_config_error_hitting_batches_in_flight_pauses_once(
     report = await worker.deliver_due()
     assert report.paused is not None and len(remote.calls) == 3
     assert worker.paused_until == datetime.fromtimestamp(clock.now + PAUSE.base_s, UTC)
-    assert [(e.state, e.attempts) for e in outbox.list_entries()] == [(RecordState.PENDING, 0)] * 3
+    assert [(e.state, e.attempts) for e in outbox.admin.list_entries()] == [(RecordState.PENDING, 0)] * 3
 
 
 # --- first attempts ------------------------------------------------------------------------------
@@ -264,9 +264,9 @@ async def test_only_a_batch_never_tried_is_sent_as_a_first_attempt(
     remote.fail_next = []
     await worker.deliver_due()  # retried after a failure, or after a rejection: never "first"
     assert len(remote.first_attempts) == 3
-    assert outbox.counts().dead == 1
+    assert outbox.admin.counts().dead == 1
     remote.reject = lambda t: False
-    outbox.requeue_dead(ALL)
+    outbox.admin.requeue_dead(ALL)
     await worker.deliver_due()  # a requeued dead record was tried before: not "first" either
     assert len(remote.first_attempts) == 3
     assert remote.checks[-1] == ("refused-t0001",)
@@ -290,7 +290,7 @@ async def test_an_outage_longer_than_every_backoff_step_never_dead_letters(
     for n in range(1, failures + 1):
         report = await worker.deliver_due()
         assert report.retried == 2 and report.counts.dead == 0
-        (head, _) = outbox.list_entries()
+        (head, _) = outbox.admin.list_entries()
         assert head.attempts == n
         assert head.next_attempt_at is not None
         wait = head.next_attempt_at.timestamp() - clock.now
@@ -372,7 +372,7 @@ async def test_a_crashed_owner_is_taken_over_without_a_duplicate(
 ) -> None:
     with Outbox.open(tmp_path, lease_s=30, clock=clock) as crashed, Outbox.open(tmp_path, clock=clock) as box:
         crashed.enqueue([turn(1), turn(2)])
-        claim = crashed.claim()
+        claim = crashed.claims.claim()
         assert claim is not None
         await remote.add_turns([item.turn for item in claim.items])  # sent, then the owner died
         worker = make_worker(box, remote)
@@ -430,7 +430,7 @@ async def test_a_rejected_record_is_dead_lettered_after_three_tries(
         assert report.rejected == 1 and report.dead_lettered == expected_dead
         clock.advance(RETRY.cap_s)
     assert (await worker.deliver_due()).batches == 0
-    (entry,) = outbox.list_entries(RecordState.DEAD)
+    (entry,) = outbox.admin.list_entries(RecordState.DEAD)
     assert entry.rejections == 3 and entry.last_error == "BackendRejected: 400 Bad Request: content too long"
     assert len(remote.calls) == 3
 
@@ -445,8 +445,8 @@ async def test_one_bad_turn_in_a_batch_dies_alone_and_the_rest_arrive_in_order(
         await worker.deliver_due()
         clock.advance(RETRY.cap_s)
     assert remote.received == ids("s1", range(1, 4)) + ids("s1", range(5, 7))
-    assert [e.id for e in outbox.list_entries()] == ["s1-t0004"]
-    assert outbox.counts().dead == 1
+    assert [e.id for e in outbox.admin.list_entries()] == ["s1-t0004"]
+    assert outbox.admin.counts().dead == 1
 
 
 async def test_requeued_dead_records_are_delivered(
@@ -458,9 +458,9 @@ async def test_requeued_dead_records_are_delivered(
     await worker.deliver_due()
     clock.advance(RETRY.cap_s)
     await worker.deliver_due()
-    assert outbox.counts().dead == 1
+    assert outbox.admin.counts().dead == 1
     remote.reject = lambda t: False
-    outbox.requeue_dead(ALL)
+    outbox.admin.requeue_dead(ALL)
     assert (await worker.deliver_due()).delivered == 1
 
 
@@ -483,7 +483,7 @@ async def test_a_config_error_pauses_delivery_without_counting_attempts(
     report = await worker.deliver_due()
     assert report.paused is not None and type(error).__name__ in report.paused
     assert len(remote.calls) == 1  # the pause stops the pass: session b is not tried
-    entries = outbox.list_entries()
+    entries = outbox.admin.list_entries()
     assert [(e.state, e.attempts) for e in entries] == [(RecordState.PENDING, 0)] * 2
     assert entries[0].last_error is not None and entries[0].last_error.startswith("paused: ")
     assert worker.paused_until == datetime.fromtimestamp(clock.now + PAUSE.base_s, UTC)
@@ -495,7 +495,7 @@ async def test_a_config_error_pauses_delivery_without_counting_attempts(
     remote.failing = None
     report = await worker.flush()  # the operator fixed it: flush lifts the pause
     assert report.delivered == 2 and report.paused is None and worker.paused_until is None
-    assert outbox.counts().dead == 0
+    assert outbox.admin.counts().dead == 0
 
 
 # --- flush ---------------------------------------------------------------------------------------
@@ -524,7 +524,7 @@ async def test_flush_tries_each_session_once(outbox: Outbox, remote: FakeRemote)
     remote.reject = lambda t: True
     await worker.flush()
     await worker.flush()
-    assert len(remote.calls) == 2 and outbox.counts().dead == 0  # not three rejections in one go
+    assert len(remote.calls) == 2 and outbox.admin.counts().dead == 0  # not three rejections in one go
 
 
 # --- the status hook -----------------------------------------------------------------------------
@@ -619,7 +619,7 @@ async def test_the_heartbeat_keeps_a_slow_delivery_exclusive(tmp_path: Path, rem
         delivery = asyncio.create_task(worker.deliver_due())
         for _ in range(12):
             await asyncio.sleep(0.05)
-            assert await asyncio.to_thread(rival.claim) is None
+            assert await asyncio.to_thread(rival.claims.claim) is None
         report = await delivery
         assert report.delivered == 1 and len(remote.calls) == 1
 
@@ -642,7 +642,7 @@ async def test_stop_releases_a_hanging_delivery_as_ambiguous(tmp_path: Path, rem
         worker.start()
         await wait_until(lambda: len(remote.calls) == 1)
         await asyncio.wait_for(worker.stop(drain_s=0.1), timeout=30)  # a hang guard, not a speed bound
-        (entry,) = box.list_entries()
+        (entry,) = box.admin.list_entries()
         assert entry.state is RecordState.PENDING and entry.attempts == 0
         remote.hang = False
         report = await DeliveryWorker(box, backend(remote), retry=FAST).flush()
@@ -674,7 +674,7 @@ async def test_stop_releases_every_batch_in_flight_as_ambiguous(tmp_path: Path, 
         worker.start()
         await wait_until(lambda: len(remote.calls) == 3)
         await worker.stop(drain_s=0.1)
-        assert [e.state for e in box.list_entries()] == [RecordState.PENDING] * 3
+        assert [e.state for e in box.admin.list_entries()] == [RecordState.PENDING] * 3
         remote.hang = False
         report = await DeliveryWorker(box, backend(remote), retry=FAST).flush()
         assert sorted(remote.checks) == [("a-t0001",), ("b-t0001",), ("c-t0001",)]

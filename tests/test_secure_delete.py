@@ -58,16 +58,16 @@ def test_outbox_remove_and_purge_leave_no_turn_text_in_the_file(tmp_path: Path) 
     purged = f"purged-{secrets.token_hex(8)}"
     box = Outbox.open(tmp_path)
     try:
-        assert box._conn is not None
-        assert box._conn.execute("PRAGMA secure_delete").fetchone()[0] == 1
+        assert box._file._conn is not None
+        assert box._file._conn.execute("PRAGMA secure_delete").fetchone()[0] == 1
         box.enqueue([_turn("a", forgotten), _turn("b", purged), _turn("c", "kept text")])
-        assert [e.id for e in box.remove(ids=["a"])] == ["a"]
+        assert [e.id for e in box.admin.remove(ids=["a"])] == ["a"]
         for _ in range(2):  # "b" is rejected for good, twice, and goes dead
-            claim = box.claim(limit=1, ignore_backoff=True)
+            claim = box.claims.claim(limit=1, ignore_backoff=True)
             assert claim is not None and claim.ids == ("b",)
-            dead = box.reject(claim, "400 bad request", max_rejections=2, delay_s=0)
+            dead = box.claims.reject(claim, "400 bad request", max_rejections=2, delay_s=0)
         assert dead == ("b",)
-        assert box.purge_dead(["b"]) == ("b",)
+        assert box.admin.purge_dead(["b"]) == ("b",)
         raw = _raw(tmp_path / "outbox.sqlite3")
         assert forgotten.encode() not in raw
         assert purged.encode() not in raw

@@ -175,7 +175,7 @@ def _scan_outbox(ddir: Path, report: RescanReport) -> None:
         )
 
     with Outbox.open(ddir) as box:
-        records.scanned, records.changed = box.rewrite_waiting(
+        records.scanned, records.changed = box.admin.rewrite_waiting(
             rewrite, lambda raw: redact_counted(raw, records)
         )
     report.outbox = records

@@ -11,6 +11,13 @@ Errors are drawn as a tree so callers (the outbox in particular) can tell what t
     ├── BackendConfigError      needs the user: bad credentials (401/403), missing SDK, bad endpoint
     ├── BackendRejected         permanent for this input: 400/404/413/422, a value the store refuses
     └── BackendCorrupt          the store itself is damaged (e.g. a corrupt SQLite file)
+
+**Size.** `MemoryBackend` has more than 15 methods because it is the one interface recall, capture,
+forget, the memory view and skills meet a store through: one short signature per layer operation
+(L0 add/search/list/delete, L1 save/search/list/edit/update/delete, L2, L3, skills, status).
+Splitting it into capability parts (e.g. `backend.conversation`, `backend.atomic`) is a change to
+every backend and every caller at once, left for its own step; `capabilities` already says which
+parts a backend offers.
 """
 
 from __future__ import annotations

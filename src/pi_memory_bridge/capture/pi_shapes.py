@@ -31,6 +31,9 @@ message with `stopReason:"aborted"`, which skips the pair anyway.
 Nothing here raises, whatever JSON-like value comes in. Every string a captured turn carries is
 free of lone UTF-16 surrogates (`surrogates.scrub`), whether it came over RPC or from a session
 file.
+
+Size: about 400 lines, one walk over one stream of messages in small pure steps; split, the
+pairing rules above would be read across files.
 """
 
 from __future__ import annotations

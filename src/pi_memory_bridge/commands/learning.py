@@ -13,7 +13,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from pi_memory_bridge.backends.base import BackendError
-from pi_memory_bridge.backends.local.memories import JobSummary, LearnedMemories, StoredOp
+from pi_memory_bridge.backends.local.learned_rows import JobSummary, StoredOp
+from pi_memory_bridge.backends.local.memories import LearnedMemories
 from pi_memory_bridge.commands.dialog import Cancelled, Dialog, Outcome
 from pi_memory_bridge.config import global_config_path
 from pi_memory_bridge.learning.consent import NO, YES, consent_question, store_consent
@@ -73,7 +74,7 @@ class _UndoPreview:
 
 
 def _preview(memories: LearnedMemories, job: JobSummary) -> _UndoPreview:
-    ops = memories.job_ops(job.job_id)
+    ops = memories.ledger.job_ops(job.job_id)
     ids = [i for op in ops for i in ((op.memory_id,) if op.memory_id else ()) + op.targets]
     texts = {k: v.text for k, v in memories.rows(ids).items()}
     changing = [op for op in ops if op.memory_id]  # what `undo_job` takes back
@@ -97,13 +98,13 @@ async def undo_flow(deps: UndoDeps, args: str, dialog: Dialog) -> Outcome:
     ref = args.strip()
     try:
         if ref == "list":
-            jobs = await asyncio.to_thread(memories.jobs, 15)
+            jobs = await asyncio.to_thread(memories.ledger.jobs, 15)
             listing = "\n".join(f"  {describe_job(j)}" for j in jobs) or "  (none yet)"
             return Outcome(f"consolidation jobs, newest first:\n{listing}")
         if ref:
-            job = await asyncio.to_thread(memories.find_job, ref)
+            job = await asyncio.to_thread(memories.ledger.find_job, ref)
         else:
-            applied = await asyncio.to_thread(memories.jobs, 1, states=("applied",))
+            applied = await asyncio.to_thread(memories.ledger.jobs, 1, states=("applied",))
             job = applied[0] if applied else None
         if job is None:
             what = f"no single job matches {redact_text(ref).text!r}" if ref else "no applied job to undo"
@@ -125,7 +126,7 @@ async def undo_flow(deps: UndoDeps, args: str, dialog: Dialog) -> Outcome:
     if answer != UNDO:
         return Outcome("nothing was undone")
     try:
-        report = await asyncio.to_thread(memories.undo_job, job.job_id)
+        report = await asyncio.to_thread(memories.ledger.undo_job, job.job_id)
     except BackendError as exc:
         return Outcome(f"undo refused: {redact_text(str(exc)).text}", "error")
     deps.changed()

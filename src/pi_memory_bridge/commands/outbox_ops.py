@@ -74,7 +74,7 @@ PURGEABLE = (RecordState.DEAD, RecordState.QUARANTINED)
 
 def _resolve(outbox: Outbox, prefixes: list[str], states: tuple[RecordState, ...]) -> list[str]:
     """Ids may be given as the short prefixes `list` shows."""
-    known = [e.id for s in states for e in outbox.list_entries(s, limit=10_000)]
+    known = [e.id for s in states for e in outbox.admin.list_entries(s, limit=10_000)]
     return [i for p in prefixes for i in known if i.startswith(p)]
 
 
@@ -85,7 +85,7 @@ async def requeue_records(outbox: Outbox, selection: AllRecords | list[str]) -> 
         if not isinstance(selection, list)
         else await asyncio.to_thread(_resolve, outbox, selection, (RecordState.DEAD,))
     )
-    requeued = await asyncio.to_thread(outbox.requeue_dead, ids)
+    requeued = await asyncio.to_thread(outbox.admin.requeue_dead, ids)
     return f"requeued {len(requeued)} dead record(s)"
 
 
@@ -101,8 +101,8 @@ async def purge_targets(
 
 async def purge_records(outbox: Outbox, targets: AllRecords | list[str]) -> str:
     """Drop dead and quarantined records for good (the caller has the user's confirmation)."""
-    purged = await asyncio.to_thread(outbox.purge_dead, targets)
-    purged += await asyncio.to_thread(outbox.purge_quarantined, targets)
+    purged = await asyncio.to_thread(outbox.admin.purge_dead, targets)
+    purged += await asyncio.to_thread(outbox.admin.purge_quarantined, targets)
     return f"purged {len(purged)} record(s)"
 
 
@@ -113,7 +113,7 @@ async def outbox_flow(deps: OutboxDeps, args: str, dialog: Dialog) -> Outcome:
     if outbox is None:
         return Outcome(f"the outbox is unavailable: {deps.problem}", "error")
     if sub in ("", "status"):
-        counts = await asyncio.to_thread(outbox.counts)
+        counts = await asyncio.to_thread(outbox.admin.counts)
         return Outcome(f"outbox: {describe_counts(counts, deps.pause_reason)}")
     if sub == "list":
         return await _list(outbox, rest)
@@ -130,7 +130,7 @@ async def _list(outbox: Outbox, rest: str) -> Outcome:
     state = RecordState(rest) if rest in {s.value for s in RecordState} else None
     if rest and state is None:
         return Outcome(USAGE, "warning")
-    entries = await asyncio.to_thread(outbox.list_entries, state, LIST_LIMIT)
+    entries = await asyncio.to_thread(outbox.admin.list_entries, state, LIST_LIMIT)
     lines = [_entry_line(e) for e in entries] or ["(empty)"]
     return Outcome("\n".join([f"outbox records{f' ({rest})' if rest else ''}:", *lines]))
 
@@ -166,7 +166,7 @@ async def _purge(outbox: Outbox, rest: str, dialog: Dialog) -> Outcome:
         targets, count = resolved, len(resolved)
         what = f"{count} record(s)"
     else:
-        counts = await asyncio.to_thread(outbox.counts)
+        counts = await asyncio.to_thread(outbox.admin.counts)
         count = counts.dead + counts.quarantined
         what = f"all {count} record(s) ({counts.dead} dead, {counts.quarantined} quarantined)"
     if count == 0:

@@ -20,6 +20,7 @@ from pi_memory_bridge.engine.footer import FooterModel
 from pi_memory_bridge.engine.skills import skill_source
 from pi_memory_bridge.engine.status import Status
 from pi_memory_bridge.learning.engine import Learning
+from pi_memory_bridge.learning.flows import learning_command, undo_command
 from pi_memory_bridge.recall.trace_log import TraceLog
 from pi_memory_bridge.rpc.errors import InvalidParams
 from pi_memory_bridge.sidecar.protocol import CommandAnswerParams, CommandRunParams, CommandStep, Footer
@@ -57,8 +58,8 @@ class Commands:
             "pause": lambda _p: lambda _dialog: pause_flow(pause, paused=True),
             "resume": lambda _p: lambda _dialog: pause_flow(pause, paused=False),
             "import": self._import_flow,
-            "undo": lambda p: learning.undo_command(p.args),
-            "learning": lambda p: learning.learning_command(p.args),
+            "undo": lambda p: undo_command(learning, p.args),
+            "learning": lambda p: learning_command(learning, p.args),
             "review": lambda _p: (
                 lambda dialog: review_flow(
                     learning.proposals, learning.problem or "the memory store is not open", dialog

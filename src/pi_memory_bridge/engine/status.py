@@ -29,6 +29,7 @@ from pi_memory_bridge.engine.catch_up import CatchUp
 from pi_memory_bridge.engine.recall import Recall
 from pi_memory_bridge.engine.sessions import Sessions
 from pi_memory_bridge.learning.engine import Learning
+from pi_memory_bridge.learning.status import describe, sentence
 from pi_memory_bridge.outbox import OutboxCounts
 from pi_memory_bridge.redact import redact_text
 
@@ -80,7 +81,7 @@ class Status:
         identity = self._sessions.get(pi_session_id)
         if self.catch_up is not None:
             problems += self.catch_up.problems()
-        learning, learning_problems = await self._learning.describe()
+        learning, learning_problems = await describe(self._learning)
         problems += [Problem(what, fix) for what, fix in learning_problems]
         embeddings, embeddings_words = await self._embeddings_status()
         return StatusReport(
@@ -108,7 +109,7 @@ class Status:
             waiting=describe_waiting(queued, pause)
             if self._slot.delivery is not None
             else "Waiting: nothing (captured turns go straight to the store, or capture is off).",
-            learning_words=self._learning.sentence(),
+            learning_words=sentence(self._learning),
             catch_up_words=self.catch_up.status_sentence() if self.catch_up is not None else "",
             embeddings_words=embeddings_words,
         )

@@ -18,16 +18,16 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Literal
 
-from pi_memory_bridge.backends.local.memories import (
+from pi_memory_bridge.backends.local.learned_rows import (
     JobConflict,
     JobOp,
     JobRecord,
     JobSummary,
-    LearnedMemories,
     MemoryRow,
     PendingTurn,
     new_job_id,
 )
+from pi_memory_bridge.backends.local.memories import LearnedMemories
 from pi_memory_bridge.backends.local.store import content_key
 from pi_memory_bridge.learning.budget import allows, budget_day, estimate_tokens
 from pi_memory_bridge.learning.cheap import shares_a_topic
@@ -170,7 +170,7 @@ class _Job:
     async def call(self, prompt: Prompt) -> Completion | JobOutcome:
         """One model call within the budget; a deferral or a failure outcome instead when not."""
         estimate = estimate_tokens(prompt.system + prompt.user) + self.settings.max_output_tokens
-        used = await asyncio.to_thread(self.memories.usage, budget_day(self.now()))
+        used = await asyncio.to_thread(self.memories.ledger.usage, budget_day(self.now()))
         if not allows(used, estimate, self.settings.daily_budget):
             detail = f"{used} of {self.settings.daily_budget} tokens used today, this call needs ~{estimate}"
             if self.input_tokens:  # an earlier call of this job already spent tokens: say so
@@ -198,11 +198,13 @@ class _Job:
     async def _count(self, tokens_in: int, tokens_out: int) -> None:
         self.input_tokens += tokens_in
         self.output_tokens += tokens_out
-        await asyncio.to_thread(self.memories.add_usage, budget_day(self.now()), tokens_in + tokens_out)
+        await asyncio.to_thread(
+            self.memories.ledger.add_usage, budget_day(self.now()), tokens_in + tokens_out
+        )
 
     async def fail(self, reason: FailReason, detail: str = "") -> JobOutcome:
         summary = await asyncio.to_thread(
-            self.memories.record_failure,
+            self.memories.writer.record_failure,
             self.job_id,
             f"{reason.value}: {detail}" if detail else reason.value,
             model=self.model_name,
@@ -226,20 +228,20 @@ async def consolidate_once(
     now: Callable[[], datetime] = _now,
 ) -> JobOutcome:
     """Run one job over the oldest pending turns (of `session`, or of any session)."""
-    pending = await asyncio.to_thread(memories.pending_turns, session, settings.max_turns * 4)
+    pending = await asyncio.to_thread(memories.turns.pending_turns, session, settings.max_turns * 4)
     turns = select_batch(pending, settings.max_turns, settings.max_chars)
     if not turns:
         return JobOutcome("nothing")
     session_id = turns[0].memory_session_id
     if all(is_trivial_prompt(t.user_text) for t in turns):
         keys = [(t.turn_id, t.memory_session_id) for t in turns]
-        await asyncio.to_thread(memories.mark_consumed, keys, "trivial")
+        await asyncio.to_thread(memories.turns.mark_consumed, keys, "trivial")
         return JobOutcome("nothing", detail=f"{len(turns)} trivial turn(s)")
     job = _Job(memories, model, settings, turns, now)
-    project = await asyncio.to_thread(memories.session_project, session_id)
+    project = await asyncio.to_thread(memories.turns.session_project, session_id)
     known = await asyncio.to_thread(memories.recent_active, settings.known_limit, project)
     context = await asyncio.to_thread(
-        memories.context_turns, session_id, turns[0].created_at, settings.context_turns
+        memories.turns.context_turns, session_id, turns[0].created_at, settings.context_turns
     )
     prompt = extract_prompt(
         _prompt_turns(turns, True), _prompt_turns(context, False), [m.text for m in known]
@@ -261,7 +263,7 @@ async def consolidate_once(
         job.job_id, job.model_name, job.input_tokens, job.output_tokens, job.turn_keys, tuple(ops)
     )
     try:
-        summary = await asyncio.to_thread(memories.apply_job, record)
+        summary = await asyncio.to_thread(memories.writer.apply_job, record)
     except JobConflict as exc:
         return await job.fail(FailReason.CONFLICT, str(exc))
     log.info(

@@ -19,7 +19,6 @@ import asyncio
 import logging
 from collections import Counter
 from collections.abc import Awaitable, Callable, Coroutine, Mapping, Sequence
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -27,12 +26,11 @@ from pydantic import BaseModel
 
 from pi_memory_bridge.backends.base import BackendError, MemoryBackend
 from pi_memory_bridge.config import LearningSettings
-from pi_memory_bridge.learning.budget import budget_day
 from pi_memory_bridge.learning.model import CompletionModel
 from pi_memory_bridge.learning.project import project_of
-from pi_memory_bridge.learning.reasons import FailReason
 from pi_memory_bridge.learning.scheduler import JobScheduler
 from pi_memory_bridge.learning.shim_model import ShimModel
+from pi_memory_bridge.learning.status import state_text
 from pi_memory_bridge.learning.working import WorkingModel
 from pi_memory_bridge.sidecar.protocol import ConsentNeeded, LearningTriggerResult, Notice
 
@@ -40,7 +38,6 @@ if TYPE_CHECKING:
     from pi_memory_bridge.backends.local.memories import LearnedMemories
     from pi_memory_bridge.backends.local.notes import NoteFiles
     from pi_memory_bridge.backends.local.proposals import ProposalReview
-    from pi_memory_bridge.commands.dialog import Flow
     from pi_memory_bridge.learning.consolidate import JobOutcome, JobSettings
     from pi_memory_bridge.learning.notes import NotesReport
 
@@ -94,6 +91,46 @@ def similar_search(backend: MemoryBackend) -> SimilarSearch:
     return search
 
 
+class Background:
+    """Fire-and-forget tasks kept referenced until they finish (never awaited by a caller)."""
+
+    def __init__(self) -> None:
+        self._tasks: set[asyncio.Task[None]] = set()
+
+    def spawn(self, work: Coroutine[Any, Any, None]) -> None:
+        task = asyncio.get_running_loop().create_task(work)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+
+class GeneratedNotes:
+    """The learned profile and project notes, regenerated as the memories change."""
+
+    def __init__(self, enabled: bool, background: Background) -> None:
+        self._enabled = enabled
+        self._background = background
+        self._target: tuple[LearnedMemories, NoteFiles, Path] | None = None  # the local store's
+        self.report: NotesReport | None = None
+
+    def attach(self, memories: LearnedMemories, notes: NoteFiles, root: Path) -> None:
+        self._target = (memories, notes, root)
+
+    async def regenerate(self) -> None:
+        """The notes follow the memories (never a hand-edited file)."""
+        if not self._enabled or self._target is None:
+            return
+        from pi_memory_bridge.learning.notes import write_generated
+
+        memories, notes, root = self._target
+        try:
+            self.report = await asyncio.to_thread(write_generated, memories, notes, root)
+        except (BackendError, OSError) as exc:
+            log.warning("cannot write the learned profile or notes: %s", exc)
+
+    def regenerate_soon(self) -> None:
+        self._background.spawn(self.regenerate())
+
+
 class Learning:
     def __init__(
         self,
@@ -119,14 +156,13 @@ class Learning:
         self.dropped: Counter[str] = Counter()  # extracted memories refused, by reason
         self._peer = peer
         self._search: SimilarSearch | None = None
-        self._notes: tuple[NoteFiles, Path] | None = None  # the local store's, for the generated notes
-        self.notes_report: NotesReport | None = None
+        self._background = Background()
+        self.notes = GeneratedNotes(settings.generate_notes, self._background)
         self._asked = False
         self._awaited = 0  # turns captured since a run last found any
         self._retries = 0
         self._session: str | None = None
         self._projects_recorded: set[str] = set()
-        self._background: set[asyncio.Task[None]] = set()
         self._running_calls = 0  # completions in flight: the footer says "learning" meanwhile
         self.on_working: Callable[[], None] = lambda: None  # told when `working` may have changed
         self._vectors_changed: Callable[[], None] | None = None
@@ -151,7 +187,7 @@ class Learning:
         # (its periodic scan would find them too, only later)
         self._vectors_changed = backend.semantic.notify if backend.semantic is not None else None
         self._search = similar_search(backend)
-        self._notes = (backend.notes, backend.root)
+        self.notes.attach(self.memories, backend.notes, backend.root)
         if self.active and schedule:
             self._scheduler.kick(LEFTOVER_DELAY_S)
 
@@ -186,7 +222,7 @@ class Learning:
 
     def trigger(self, reason: str) -> LearningTriggerResult:
         if not self.active:
-            return LearningTriggerResult(scheduled=False, detail=self.state_text())
+            return LearningTriggerResult(scheduled=False, detail=state_text(self))
         self._scheduler.kick()
         return LearningTriggerResult(scheduled=True, detail=f"consolidation scheduled ({reason})")
 
@@ -229,7 +265,7 @@ class Learning:
             if outcome.changed:
                 if self._vectors_changed is not None:
                     self._vectors_changed()
-                await self._regenerate()
+                await self.notes.regenerate()
             if outcome.kind != "applied":
                 return
 
@@ -242,30 +278,15 @@ class Learning:
         notice = outcome.notice()
         if notice is not None and self._peer is not None and self.has_ui:
             message, level = notice
-            self._spawn(
+            self._background.spawn(
                 self._peer.notify("notice", Notice.model_validate({"message": message, "level": level}))
             )
-
-    async def _regenerate(self) -> None:
-        """The learned profile and project notes follow the memories (never a hand-edited file)."""
-        if not self.settings.generate_notes or self.memories is None or self._notes is None:
-            return
-        from pi_memory_bridge.learning.notes import write_generated
-
-        notes, root = self._notes
-        try:
-            self.notes_report = await asyncio.to_thread(write_generated, self.memories, notes, root)
-        except (BackendError, OSError) as exc:
-            log.warning("cannot write the learned profile or notes: %s", exc)
-
-    def _regenerate_soon(self) -> None:
-        self._spawn(self._regenerate())
 
     def _ask_once(self) -> None:
         if self._asked or not self.has_ui or self._peer is None:
             return
         self._asked = True
-        self._spawn(self._peer.notify("learning/consent", ConsentNeeded()))
+        self._background.spawn(self._peer.notify("learning/consent", ConsentNeeded()))
 
     def _record_project(self, memory_session_id: str) -> None:
         memories = self.memories
@@ -275,124 +296,8 @@ class Learning:
 
         async def record() -> None:
             try:
-                await asyncio.to_thread(memories.set_session_project, memory_session_id, self.project)
+                await asyncio.to_thread(memories.turns.set_session_project, memory_session_id, self.project)
             except BackendError as exc:
                 log.warning("cannot record the session's project: %s", exc)
 
-        self._spawn(record())
-
-    def _spawn(self, work: Coroutine[Any, Any, None]) -> None:
-        task = asyncio.get_running_loop().create_task(work)
-        self._background.add(task)
-        task.add_done_callback(self._background.discard)
-
-    # ---- commands -----------------------------------------------------------------------------
-
-    def undo_command(self, args: str) -> Flow:
-        from pi_memory_bridge.commands.learning import UndoDeps, undo_flow
-
-        deps = UndoDeps(self.memories, self.problem or "the memory store is not open", self._regenerate_soon)
-        return lambda dialog: undo_flow(deps, args, dialog)
-
-    def learning_command(self, args: str) -> Flow:
-        from pi_memory_bridge.commands.learning import LearningDeps, learning_flow
-
-        deps = LearningDeps(
-            agent_dir=self.agent_dir,
-            model_label=self.model_label(),
-            every_turns=self.settings.every_turns,
-            daily_budget=self.settings.daily_token_budget,
-            current=self.consent,
-            set_consent=self.set_consent,
-            model_configured=self.settings.model is not None or self.settings.endpoint is not None,
-        )
-        return lambda dialog: learning_flow(deps, args, dialog)
-
-    # ---- status -------------------------------------------------------------------------------
-
-    def model_label(self) -> str:
-        return (
-            self.model.label
-            if self.model is not None
-            else "no model (run inside Pi, or set learning.endpoint)"
-        )
-
-    def state_text(self) -> str:
-        if self.problem:
-            return f"off: {self.problem}"
-        if self.consent is None:
-            asks = "asked in the next interactive session" if not self.has_ui else "waiting for your answer"
-            return f"off: not allowed yet ({asks}; or set learning.enabled)"
-        if self.consent is False:
-            return "off (learning.enabled is false; /tdai-memory-learning on to allow it)"
-        if self.memories is None:
-            return "on, waiting for the memory store"
-        return f"on, model {self.model_label()}"
-
-    def sentence(self) -> str:
-        """The state in words for the status's main text (its fixes are among `describe`'s problems
-        or in the one command named here, never both)."""
-        head = "Learning from your sessions"
-        if self.problem:
-            return f"{head}: off; {self.problem}."
-        if self.consent is None:
-            when = (
-                "you will be asked once" if self.has_ui else "you will be asked in an interactive Pi session"
-            )
-            return f"{head}: not allowed yet; {when} (or run /tdai-memory-learning on)."
-        if self.consent is False:
-            return f"{head}: off; /tdai-memory-learning on allows it."
-        if self.memories is None:
-            return f"{head}: on, waiting for the memory store to open."
-        if self.working:
-            return f"{head}: on; a consolidation job is running now on {self.model_label()}."
-        return f"{head}: on; {self.model_label()} turns what you said into memories in the background."
-
-    async def describe(self) -> tuple[str, list[tuple[str, str]]]:
-        """The status line, and problems as (what, fix)."""
-        from pi_memory_bridge.commands.learning import describe_job
-
-        problems: list[tuple[str, str]] = []
-        parts = [self.state_text()]
-        memories = self.memories
-        if memories is not None:
-            try:
-                used = await asyncio.to_thread(memories.usage, budget_day(datetime.now(UTC)))
-                counts = await asyncio.to_thread(memories.counts)
-                last = await asyncio.to_thread(memories.jobs, 3)
-            except BackendError as exc:
-                return f"{parts[0]}; store unreadable ({exc})", problems
-            budget = self.settings.daily_token_budget
-            parts.append(f"tokens today {used:,} / {budget:,}")
-            parts.append(f"{counts.pending_turns} turn(s) waiting, {counts.applied_jobs} job(s) applied")
-            parts.append(
-                f"memories {counts.active} active ({counts.learned_active} learned), "
-                f"{counts.superseded} superseded"
-            )
-            if last:
-                parts.append("last jobs: " + " | ".join(describe_job(j) for j in last))
-            if self.active and used >= budget:
-                problems.append(
-                    (
-                        "consolidation paused: today's token budget is spent",
-                        "wait for tomorrow (UTC) or raise learning.dailyTokenBudget",
-                    )
-                )
-        refused = [(k, n) for k, n in self.outcomes.items() if k != "applied"]
-        if refused:
-            parts.append("this session: " + ", ".join(f"{k} x{n}" for k, n in sorted(refused)))
-        if self.notes_report is not None and self.notes_report.kept:
-            parts.append("edited by hand, so not regenerated: " + ", ".join(self.notes_report.kept))
-        if self.dropped:
-            parts.append(
-                "refused memories: " + ", ".join(f"{k} x{n}" for k, n in sorted(self.dropped.items()))
-            )
-        last_outcome = self.last
-        if last_outcome is not None and last_outcome.reason in (FailReason.NO_AUTH, FailReason.NO_MODEL):
-            problems.append(
-                (
-                    f"consolidation cannot run: {last_outcome.reason.value} ({last_outcome.detail})",
-                    "log in to the model in Pi, or set learning.model to one that has a key",
-                )
-            )
-        return "; ".join(parts), problems
+        self._background.spawn(record())

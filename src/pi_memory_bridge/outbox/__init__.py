@@ -1,7 +1,8 @@
 """The durable, multi-process capture outbox and its delivery worker.
 
     outbox = Outbox.open(data_dir)                    # <agent-dir>/memory-bridge/outbox.sqlite3
-    worker = DeliveryWorker(outbox, backend, on_change=...)
+    worker = DeliveryWorker(outbox, backend, on_change=...)  # uses outbox.claims
+    outbox.admin.counts()                             # operator side: list, requeue, purge, remove
     sink = OutboxSink(outbox, on_enqueued=worker.wake) # the CaptureSink for turn/settled
     worker.start()
     ...
@@ -14,7 +15,9 @@ expire or their process is gone; transient errors retry forever on a timer; perm
 dead-letter after a bounded number of tries; invalid rows are quarantined once.
 """
 
+from pi_memory_bridge.outbox._admin import OutboxAdmin
 from pi_memory_bridge.outbox._backoff import DEFAULT_PAUSE, DEFAULT_RETRY, BackoffPolicy
+from pi_memory_bridge.outbox._claims import DeliveryClaims
 from pi_memory_bridge.outbox._errors import (
     OutboxConfigError,
     OutboxCorrupt,
@@ -56,9 +59,11 @@ __all__ = [
     "BackoffPolicy",
     "Claim",
     "ClaimedTurn",
+    "DeliveryClaims",
     "DeliveryReport",
     "DeliveryWorker",
     "Outbox",
+    "OutboxAdmin",
     "OutboxConfigError",
     "OutboxCorrupt",
     "OutboxCounts",

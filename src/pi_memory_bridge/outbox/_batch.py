@@ -23,10 +23,10 @@ from pi_memory_bridge.backends.base import (
     MemoryBackend,
 )
 from pi_memory_bridge.outbox._backoff import BackoffPolicy
+from pi_memory_bridge.outbox._claims import DeliveryClaims
 from pi_memory_bridge.outbox._errors import OutboxError
 from pi_memory_bridge.outbox._pause import DeliveryPause
 from pi_memory_bridge.outbox._records import Claim, OutboxCounts, clip_error
-from pi_memory_bridge.outbox._store import Outbox
 from pi_memory_bridge.redact import redact_text
 
 log = logging.getLogger("pi_memory_bridge.outbox._worker")  # one logger for the worker's story
@@ -110,13 +110,13 @@ class BatchRules:
 class BatchDelivery:
     def __init__(
         self,
-        outbox: Outbox,
+        claims: DeliveryClaims,
         backend: MemoryBackend,
         rules: BatchRules,
         pause: DeliveryPause,
         rng: random.Random,
     ) -> None:
-        self._outbox = outbox
+        self._claims = claims
         self._backend = backend
         self._rules = rules
         self._pause = pause
@@ -126,7 +126,7 @@ class BatchDelivery:
         while True:
             await asyncio.sleep(self._rules.heartbeat_s)
             try:
-                if not await asyncio.to_thread(self._outbox.extend, claim):
+                if not await asyncio.to_thread(self._claims.extend, claim):
                     log.warning("outbox: lost the lease of a batch being delivered (%s)", claim.ids[0])
                     return
             except OutboxError as exc:
@@ -148,7 +148,7 @@ class BatchDelivery:
                     await self._backend.add_turns(fresh, first_attempt=never_tried(claim))
         except asyncio.CancelledError:
             # Blocking, but only a short local write: an awaited call could be cancelled again.
-            self._settle_quietly(lambda: self._outbox.release(claim, ambiguous=sent))
+            self._settle_quietly(lambda: self._claims.release(claim, ambiguous=sent))
             raise
         except (BackendConfigError, BackendCorrupt) as exc:
             reason = _describe(exc)
@@ -156,7 +156,7 @@ class BatchDelivery:
             if not self._pause.active():  # batches in flight together hit the same cause once
                 self._pause.enter(reason)
             return await self._settle(
-                Outcome.PAUSED, lambda: self._outbox.release(claim, f"paused: {reason}", ambiguous=sent)
+                Outcome.PAUSED, lambda: self._claims.release(claim, f"paused: {reason}", ambiguous=sent)
             )
         except BackendRejected as exc:
             return await self._rejected(claim, _describe(exc), tally)
@@ -171,7 +171,7 @@ class BatchDelivery:
             tally.retried += len(claim.items)
             delay = self._rules.retry.delay(claim.head.attempts + 1, self._rng)
             return await self._settle(
-                Outcome.RETRY, lambda: self._outbox.retry(claim, reason, delay_s=delay, ambiguous=sent)
+                Outcome.RETRY, lambda: self._claims.retry(claim, reason, delay_s=delay, ambiguous=sent)
             )
         finally:
             heartbeat.cancel()
@@ -180,7 +180,7 @@ class BatchDelivery:
         tally.already_stored += len(already)
         if already:
             log.info("outbox: %d turns were already stored; completed without resending", len(already))
-        return await self._settle(Outcome.DELIVERED, lambda: self._outbox.complete(claim))
+        return await self._settle(Outcome.DELIVERED, lambda: self._claims.complete(claim))
 
     async def _rejected(self, claim: Claim, reason: str, tally: Tally) -> Outcome:
         tally.error(reason)
@@ -188,14 +188,14 @@ class BatchDelivery:
         if len(claim.items) > 1:
             return await self._settle(
                 Outcome.SPLIT,
-                lambda: self._outbox.reject(
+                lambda: self._claims.reject(
                     claim, reason, max_rejections=self._rules.max_rejections, delay_s=0.0
                 ),
             )
         delay = self._rules.retry.delay(claim.head.rejections + 1, self._rng)
         try:
             dead = await asyncio.to_thread(
-                self._outbox.reject, claim, reason, max_rejections=self._rules.max_rejections, delay_s=delay
+                self._claims.reject, claim, reason, max_rejections=self._rules.max_rejections, delay_s=delay
             )
         except OutboxError as exc:
             log.warning("outbox: cannot record a rejection (the lease will expire): %s", exc)

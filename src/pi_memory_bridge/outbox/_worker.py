@@ -99,7 +99,7 @@ class DeliveryWorker:
             parallel_sessions if Capability.CONCURRENT_SESSIONS in backend.capabilities else 1
         )
         self._poll_s = poll_s
-        heartbeat = heartbeat_s if heartbeat_s is not None else outbox.lease_s / 3
+        heartbeat = heartbeat_s if heartbeat_s is not None else outbox.claims.lease_s / 3
         self._on_change = on_change
         self._rng = rng or random.Random()
         self._wake = asyncio.Event()
@@ -108,7 +108,7 @@ class DeliveryWorker:
         self._task: asyncio.Task[None] | None = None
         self._pause = DeliveryPause(pause, outbox.now, self._rng)
         self._batches = BatchDelivery(
-            outbox,
+            outbox.claims,
             backend,
             BatchRules(retry, max_rejections, heartbeat, send_timeout_s),
             self._pause,
@@ -218,7 +218,7 @@ class DeliveryWorker:
         if self._pause.until is not None and now < self._pause.until:
             candidates.append(self._pause.until - now)
         else:
-            due = await asyncio.to_thread(self._outbox.next_due_at)
+            due = await asyncio.to_thread(self._outbox.claims.next_due_at)
             if due is not None:
                 candidates.append(due - now)
         return max(0.0, min(candidates))
@@ -230,7 +230,7 @@ class DeliveryWorker:
                 self._pause.clear()
             if not self._pause.active():
                 await self._deliver_claims(tally, force=force)
-            counts = await asyncio.to_thread(self._outbox.counts)
+            counts = await asyncio.to_thread(self._outbox.admin.counts)
             report = tally.report(counts, self._pause.reason if self._pause.active() else None)
             self._last_report = report
             self._notify(counts, delivered=bool(tally.delivered or tally.already_stored))
@@ -246,7 +246,7 @@ class DeliveryWorker:
             while True:
                 while not (paused or self._stopping) and len(in_flight) < self._parallel_sessions:
                     claim = await asyncio.to_thread(
-                        self._outbox.claim,
+                        self._outbox.claims.claim,
                         limit=self._batch_size,
                         max_chars=self._batch_max_chars,
                         ignore_backoff=force,

@@ -69,7 +69,7 @@ class CaptureDelivery:
         await self.sink.submit(turns)
 
     async def counts(self) -> OutboxCounts:
-        return await asyncio.to_thread(self.outbox.counts)
+        return await asyncio.to_thread(self.outbox.admin.counts)
 
     @property
     def pause_reason(self) -> str | None:
@@ -86,7 +86,7 @@ class CaptureDelivery:
         needle = query.strip().casefold()
         found: list[PendingMatch] = []
         for state in _SEARCHABLE:
-            for entry in await asyncio.to_thread(self.outbox.list_entries, state, 1000):
+            for entry in await asyncio.to_thread(self.outbox.admin.list_entries, state, 1000):
                 if entry.turn is None:
                     continue
                 text = f"user: {entry.turn.user_text} / assistant: {entry.turn.assistant_text}"
@@ -95,7 +95,7 @@ class CaptureDelivery:
         return found
 
     async def remove_pending(self, ids: Sequence[str], backend: MemoryBackend | None) -> DeleteReport:
-        removed = await asyncio.to_thread(self.outbox.remove, list(ids))
+        removed = await asyncio.to_thread(self.outbox.admin.remove, list(ids))
         gone = {e.id for e in removed}
         in_flight = [e.id for e in removed if e.state is RecordState.IN_FLIGHT]
         if in_flight and backend is not None:

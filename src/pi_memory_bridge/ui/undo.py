@@ -15,7 +15,8 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 
 from pi_memory_bridge.backends.base import BackendError
-from pi_memory_bridge.backends.local.memories import JobSummary, LearnedMemories, MemoryRow
+from pi_memory_bridge.backends.local.learned_rows import JobSummary, MemoryRow
+from pi_memory_bridge.backends.local.memories import LearnedMemories
 from pi_memory_bridge.commands.dialog import Cancelled, Outcome
 from pi_memory_bridge.commands.learning import UNDO, UndoDeps, undo_flow
 from pi_memory_bridge.redact import redact_text
@@ -93,7 +94,7 @@ def _item(row: MemoryRow) -> UndoItem:
 
 
 def _plan(memories: LearnedMemories, job: JobSummary) -> UndoPlan:
-    ops = [op for op in memories.job_ops(job.job_id) if op.memory_id is not None]
+    ops = [op for op in memories.ledger.job_ops(job.job_id) if op.memory_id is not None]
     created = [str(op.memory_id) for op in ops]
     replaced = [t for op in ops for t in op.targets]
     rows = memories.rows([*created, *replaced])
@@ -149,7 +150,7 @@ class JobUndo:
         return await undo_flow(UndoDeps(self.memories, changed=on_change), job_id, dialog)
 
     async def jobs(self) -> list[JobLine]:
-        jobs = await asyncio.to_thread(self.memories.jobs, JOB_LIST)
+        jobs = await asyncio.to_thread(self.memories.ledger.jobs, JOB_LIST)
         return [JobLine(j) for j in jobs]
 
     async def plan(self, job_id: str) -> UndoPlan:
@@ -158,7 +159,7 @@ class JobUndo:
         first = await self._run(job_id, dialog)
         if not dialog.asked:  # answered without a question: there is nothing to undo
             return UndoPlan(job_id=job_id, refusal=first.message)
-        job = await asyncio.to_thread(self.memories.find_job, job_id)
+        job = await asyncio.to_thread(self.memories.ledger.find_job, job_id)
         if job is None:  # gone between the two reads
             return UndoPlan(job_id=job_id, refusal=f"no consolidation job {job_id}")
         try:

@@ -11,6 +11,10 @@ The protocol's async methods run the blocking work in `asyncio.to_thread`, so re
 its layers concurrently without stalling the event loop. Given an embedding model handle, L0
 and L1 searches rank by meaning and keywords together (`semantic`); without one, or while the
 model is not ready within the recall's time, they search by keyword exactly as before.
+
+**Size.** The class has more than 15 methods because it implements the whole `MemoryBackend`
+protocol (see its note in `backends/base.py`), each method a short `to_thread` adapter; the
+logic lives beside it (`store`, `semantic`, `notes`, `memories`).
 """
 
 from __future__ import annotations

@@ -20,14 +20,8 @@ from typing import Literal
 
 from pi_memory_bridge.backends.base import BackendRejected
 from pi_memory_bridge.backends.local import fts
-from pi_memory_bridge.backends.local.memories import (
-    JobSummary,
-    MemoryRow,
-    insert_job,
-    insert_memory,
-    new_job_id,
-    rows_in,
-)
+from pi_memory_bridge.backends.local.job_writes import insert_job, insert_memory
+from pi_memory_bridge.backends.local.learned_rows import JobSummary, MemoryRow, new_job_id, rows_in
 from pi_memory_bridge.backends.local.schema import ATOMIC_INDEX
 from pi_memory_bridge.backends.local.store import SqliteMemoryStore, content_key
 

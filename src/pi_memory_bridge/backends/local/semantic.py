@@ -16,11 +16,11 @@ from collections import OrderedDict
 from collections.abc import Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, replace
-from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from pi_memory_bridge.backends.base import AtomicMemory, BackendError, ConversationHit
+from pi_memory_bridge.backends.local.semantic_rows import StoreRows
 from pi_memory_bridge.backends.local.vector_worker import VectorWorker
 from pi_memory_bridge.backends.local.vectors import (
     ATOMIC_VECTORS,
@@ -66,7 +66,6 @@ RECALL_WAIT_CAP_S = 0.6
 # turns); a larger backlog, such as the first load of a large store, is the preload's to read.
 SEARCH_LOAD_ROWS = 2000
 _QUERY_CACHE = 16
-_ID_CHUNK = 500
 
 
 @dataclass(frozen=True, slots=True)
@@ -96,6 +95,7 @@ class SemanticIndex:
         l0_params: FusionParams = L0_PARAMS,
     ) -> None:
         self._store = store
+        self._rows = StoreRows(store)
         self.handle = handle
         self.l1_params = l1_params
         self.l0_params = l0_params
@@ -204,7 +204,7 @@ class SemanticIndex:
         # the type and "still holds" filters apply to the rows read back (a superseded memory
         # keeps its vector for undo): read a few more than needed
         wanted = [_rowid(r.key) for r in ranked if r.key not in known][: limit * 3]
-        rows = {_row_key(rowid): m for rowid, m in self._atomic_rows(wanted, type)}
+        rows = {_row_key(rowid): m for rowid, m in self._rows.atomic_rows(wanted, type)}
         out: list[AtomicMemory] = []
         for r in ranked:
             memory = known.get(r.key) or rows.get(r.key)
@@ -224,14 +224,14 @@ class SemanticIndex:
         """Memories near the query by their text or by one of their questions, and keyword hits,
         each with its combined cosine (`with_questions`). Questions still loading at the
         deadline count as absent: the memory's text alone ranks it."""
-        by_public = self._rowids("atomic", "memory_id", [m.id for m in keyword])
+        by_public = self._rows.rowids("atomic", "memory_id", [m.id for m in keyword])
         rows = set(by_public.values()) | {rowid for rowid, _ in top}
         if question_top is not None:
-            rows |= set(self._question_owners([qid for qid, _ in question_top]).values())
+            rows |= set(self._rows.question_owners([qid for qid, _ in question_top]).values())
         text = self.atomic.similarities(vector, list(rows))
         best_question: dict[int, float] = {}
         if question_top is not None:
-            owners = self._questions_of(list(rows))
+            owners = self._rows.questions_of(list(rows))
             for qid, similarity in self.questions.similarities(vector, list(owners)).items():
                 owner = owners[qid]
                 best_question[owner] = max(best_question.get(owner, -1.0), similarity)
@@ -246,23 +246,6 @@ class SemanticIndex:
         keyed = set(by_public.values())
         candidates += [Candidate(_row_key(r), "", cosine(r), None) for r in rows if r not in keyed]
         return candidates
-
-    def _question_owners(self, question_ids: Sequence[int]) -> dict[int, int]:
-        """question row id -> the memory row it belongs to."""
-        return self._pairs("SELECT id, row_id FROM atomic_questions WHERE id IN ({marks})", question_ids)
-
-    def _questions_of(self, rowids: Sequence[int]) -> dict[int, int]:
-        """The questions of these memory rows: question row id -> memory row."""
-        return self._pairs("SELECT id, row_id FROM atomic_questions WHERE row_id IN ({marks})", rowids)
-
-    def _pairs(self, sql: str, ids: Sequence[int]) -> dict[int, int]:
-        found: dict[int, int] = {}
-        with self._store.reading("looking up memory questions") as conn:
-            for start in range(0, len(ids), _ID_CHUNK):
-                chunk = ids[start : start + _ID_CHUNK]
-                rows = conn.execute(sql.format(marks=",".join("?" * len(chunk))), tuple(chunk))
-                found.update((int(a), int(b)) for a, b in rows)
-        return found
 
     def search_conversation(self, query: str, limit: int) -> list[ConversationHit] | None:
         until = _cut_off()
@@ -287,7 +270,7 @@ class SemanticIndex:
         known = {h.turn_id: h for h in keyword}
         rows = {
             _row_key(rowid): h
-            for rowid, h in self._turn_rows([_rowid(r.key) for r in ranked if r.key not in known])
+            for rowid, h in self._rows.turn_rows([_rowid(r.key) for r in ranked if r.key not in known])
         }
         out: list[ConversationHit] = []
         for r in ranked:
@@ -311,7 +294,7 @@ class SemanticIndex:
         rows, whose text is read only if they make the cut."""
         if top is None:
             return None
-        rowids = self._rowids(table, id_column, list(keyword))
+        rowids = self._rows.rowids(table, id_column, list(keyword))
         cosines = matrix.similarities(vector, list(rowids.values()))
         public = {rowid: key for key, rowid in rowids.items()}
         candidates = [
@@ -320,76 +303,6 @@ class SemanticIndex:
         ]
         candidates += [Candidate(_row_key(rowid), "", cos, None) for rowid, cos in top if rowid not in public]
         return fuse(candidates, query, params)
-
-    # --- rows ---------------------------------------------------------------------------------
-
-    def _rowids(self, table: str, id_column: str, public_ids: Sequence[str]) -> dict[str, int]:
-        found: dict[str, int] = {}
-        if not public_ids:
-            return found
-        with self._store.reading("looking up rows") as conn:
-            for start in range(0, len(public_ids), _ID_CHUNK):
-                chunk = public_ids[start : start + _ID_CHUNK]
-                marks = ",".join("?" * len(chunk))
-                rows = conn.execute(
-                    f"SELECT {id_column}, id FROM {table} WHERE {id_column} IN ({marks})", chunk
-                )
-                found.update((str(p), int(i)) for p, i in rows)
-        return found
-
-    def _atomic_rows(self, rowids: Sequence[int], type: str | None) -> list[tuple[int, AtomicMemory]]:
-        if not rowids:
-            return []
-        marks = ",".join("?" * len(rowids))
-        type_filter = "AND type = ?" if type is not None else ""
-        params: tuple[object, ...] = (*rowids, type) if type is not None else tuple(rowids)
-        with self._store.reading("reading atomic memories") as conn:
-            rows = conn.execute(
-                "SELECT id, memory_id, type, content, source, created_at, updated_at, observed_at, origin "
-                f"FROM atomic WHERE id IN ({marks}) AND valid_to IS NULL {type_filter}",
-                params,
-            ).fetchall()
-        return [
-            (
-                int(rowid),
-                AtomicMemory(
-                    id=memory_id,
-                    type=kind,
-                    content=text,
-                    source=source,
-                    created_at=datetime.fromisoformat(created),
-                    updated_at=datetime.fromisoformat(updated),
-                    observed_at=datetime.fromisoformat(observed),
-                    origin=origin,
-                ),
-            )
-            for rowid, memory_id, kind, text, source, created, updated, observed, origin in rows
-        ]
-
-    def _turn_rows(self, rowids: Sequence[int]) -> list[tuple[int, ConversationHit]]:
-        if not rowids:
-            return []
-        marks = ",".join("?" * len(rowids))
-        with self._store.reading("reading conversation turns") as conn:
-            rows = conn.execute(
-                "SELECT id, turn_id, memory_session_id, user_text, assistant_text, created_at FROM turns "
-                f"WHERE id IN ({marks})",
-                tuple(rowids),
-            ).fetchall()
-        return [
-            (
-                int(rowid),
-                ConversationHit(
-                    turn_id=turn_id,
-                    memory_session_id=session,
-                    user_text=user,
-                    assistant_text=assistant,
-                    created_at=datetime.fromisoformat(created),
-                    score=0.0,
-                ),
-            )
-            for rowid, turn_id, session, user, assistant, created in rows
-        ]
 
 
 def _wait_budget() -> float:

@@ -4,6 +4,12 @@ Every method takes a pooled connection for one short unit of work. Writes run in
 `BEGIN IMMEDIATE` transactions (the write lock is taken up front and waited for up to
 `busy_timeout_ms`, never upgraded halfway); tokenizing happens before the transaction starts so
 the lock is held only for the inserts. All sqlite3 errors leave as `BackendError`s.
+
+**Size.** Over 400 lines and more than 15 methods: the L0 and L1 halves of the protocol
+(`backends/base.py`) over one file, plus the units of work (`reading`, `writing`, `connection`)
+every module beside the store uses. Its natural split (the file and its units of work; L0; L1)
+changes call sites across the local backend, learning and the inspector, so it waits for a
+step when no other change is in flight here.
 """
 
 from __future__ import annotations

@@ -45,7 +45,7 @@ async def outbox_counts(insp: Inspector, problems: list[Problem]) -> tuple[Outbo
 async def outbox_entries(insp: Inspector, state: RecordState | None) -> list[OutboxEntry]:
     if insp.delivery is None:
         return []
-    return await asyncio.to_thread(insp.delivery.outbox.list_entries, state, OUTBOX_LIST_LIMIT)
+    return await asyncio.to_thread(insp.delivery.outbox.admin.list_entries, state, OUTBOX_LIST_LIMIT)
 
 
 async def outbox(insp: Inspector, state: str) -> OutboxPage:

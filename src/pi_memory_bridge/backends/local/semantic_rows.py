@@ -1,0 +1,107 @@
+"""`StoreRows`: the row lookups semantic search needs beside the vectors: public ids to row ids,
+the rows that made the cut, and which memory a question vector belongs to (synchronous)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime
+from typing import TYPE_CHECKING
+
+from pi_memory_bridge.backends.base import AtomicMemory, ConversationHit
+
+if TYPE_CHECKING:
+    from pi_memory_bridge.backends.local.store import SqliteMemoryStore
+
+_ID_CHUNK = 500
+
+
+class StoreRows:
+    """Reads of one store's `atomic`, `atomic_questions` and `turns` rows by row id."""
+
+    def __init__(self, store: SqliteMemoryStore) -> None:
+        self._store = store
+
+    def question_owners(self, question_ids: Sequence[int]) -> dict[int, int]:
+        """question row id -> the memory row it belongs to."""
+        return self._pairs_of("SELECT id, row_id FROM atomic_questions WHERE id IN ({marks})", question_ids)
+
+    def questions_of(self, rowids: Sequence[int]) -> dict[int, int]:
+        """The questions of these memory rows: question row id -> memory row."""
+        return self._pairs_of("SELECT id, row_id FROM atomic_questions WHERE row_id IN ({marks})", rowids)
+
+    def _pairs_of(self, sql: str, ids: Sequence[int]) -> dict[int, int]:
+        found: dict[int, int] = {}
+        with self._store.reading("looking up memory questions") as conn:
+            for start in range(0, len(ids), _ID_CHUNK):
+                chunk = ids[start : start + _ID_CHUNK]
+                rows = conn.execute(sql.format(marks=",".join("?" * len(chunk))), tuple(chunk))
+                found.update((int(a), int(b)) for a, b in rows)
+        return found
+
+    def rowids(self, table: str, id_column: str, public_ids: Sequence[str]) -> dict[str, int]:
+        found: dict[str, int] = {}
+        if not public_ids:
+            return found
+        with self._store.reading("looking up rows") as conn:
+            for start in range(0, len(public_ids), _ID_CHUNK):
+                chunk = public_ids[start : start + _ID_CHUNK]
+                marks = ",".join("?" * len(chunk))
+                rows = conn.execute(
+                    f"SELECT {id_column}, id FROM {table} WHERE {id_column} IN ({marks})", chunk
+                )
+                found.update((str(p), int(i)) for p, i in rows)
+        return found
+
+    def atomic_rows(self, rowids: Sequence[int], type: str | None) -> list[tuple[int, AtomicMemory]]:
+        if not rowids:
+            return []
+        marks = ",".join("?" * len(rowids))
+        type_filter = "AND type = ?" if type is not None else ""
+        params: tuple[object, ...] = (*rowids, type) if type is not None else tuple(rowids)
+        with self._store.reading("reading atomic memories") as conn:
+            rows = conn.execute(
+                "SELECT id, memory_id, type, content, source, created_at, updated_at, observed_at, origin "
+                f"FROM atomic WHERE id IN ({marks}) AND valid_to IS NULL {type_filter}",
+                params,
+            ).fetchall()
+        return [
+            (
+                int(rowid),
+                AtomicMemory(
+                    id=memory_id,
+                    type=kind,
+                    content=text,
+                    source=source,
+                    created_at=datetime.fromisoformat(created),
+                    updated_at=datetime.fromisoformat(updated),
+                    observed_at=datetime.fromisoformat(observed),
+                    origin=origin,
+                ),
+            )
+            for rowid, memory_id, kind, text, source, created, updated, observed, origin in rows
+        ]
+
+    def turn_rows(self, rowids: Sequence[int]) -> list[tuple[int, ConversationHit]]:
+        if not rowids:
+            return []
+        marks = ",".join("?" * len(rowids))
+        with self._store.reading("reading conversation turns") as conn:
+            rows = conn.execute(
+                "SELECT id, turn_id, memory_session_id, user_text, assistant_text, created_at FROM turns "
+                f"WHERE id IN ({marks})",
+                tuple(rowids),
+            ).fetchall()
+        return [
+            (
+                int(rowid),
+                ConversationHit(
+                    turn_id=turn_id,
+                    memory_session_id=session,
+                    user_text=user,
+                    assistant_text=assistant,
+                    created_at=datetime.fromisoformat(created),
+                    score=0.0,
+                ),
+            )
+            for rowid, turn_id, session, user, assistant, created in rows
+        ]

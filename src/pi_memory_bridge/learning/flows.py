@@ -1,0 +1,38 @@
+"""The learning commands' flows, built from a running `Learning` (`/tdai-memory-undo`,
+`/tdai-memory-learning`); the flows themselves live in `commands.learning`."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from pi_memory_bridge.learning.status import model_label
+
+if TYPE_CHECKING:
+    from pi_memory_bridge.commands.dialog import Flow
+    from pi_memory_bridge.learning.engine import Learning
+
+
+def undo_command(learning: Learning, args: str) -> Flow:
+    """`/tdai-memory-undo`: reverse one learning job, through a Dialog."""
+    from pi_memory_bridge.commands.learning import UndoDeps, undo_flow
+
+    deps = UndoDeps(
+        learning.memories, learning.problem or "the memory store is not open", learning.notes.regenerate_soon
+    )
+    return lambda dialog: undo_flow(deps, args, dialog)
+
+
+def learning_command(learning: Learning, args: str) -> Flow:
+    """`/tdai-memory-learning`: consent and what learning runs on, through a Dialog."""
+    from pi_memory_bridge.commands.learning import LearningDeps, learning_flow
+
+    deps = LearningDeps(
+        agent_dir=learning.agent_dir,
+        model_label=model_label(learning),
+        every_turns=learning.settings.every_turns,
+        daily_budget=learning.settings.daily_token_budget,
+        current=learning.consent,
+        set_consent=learning.set_consent,
+        model_configured=learning.settings.model is not None or learning.settings.endpoint is not None,
+    )
+    return lambda dialog: learning_flow(deps, args, dialog)

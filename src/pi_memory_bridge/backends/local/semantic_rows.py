@@ -8,6 +8,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING
 
 from pi_memory_bridge.backends.base import AtomicMemory, ConversationHit
+from pi_memory_bridge.backends.local.store import ATOMIC_COLUMNS, atomic_row
 
 if TYPE_CHECKING:
     from pi_memory_bridge.backends.local.store import SqliteMemoryStore
@@ -60,26 +61,11 @@ class StoreRows:
         params: tuple[object, ...] = (*rowids, type) if type is not None else tuple(rowids)
         with self._store.reading("reading atomic memories") as conn:
             rows = conn.execute(
-                "SELECT id, memory_id, type, content, source, created_at, updated_at, observed_at, origin "
-                f"FROM atomic WHERE id IN ({marks}) AND valid_to IS NULL {type_filter}",
+                f"SELECT id, {ATOMIC_COLUMNS} FROM atomic "
+                f"WHERE id IN ({marks}) AND valid_to IS NULL {type_filter}",
                 params,
             ).fetchall()
-        return [
-            (
-                int(rowid),
-                AtomicMemory(
-                    id=memory_id,
-                    type=kind,
-                    content=text,
-                    source=source,
-                    created_at=datetime.fromisoformat(created),
-                    updated_at=datetime.fromisoformat(updated),
-                    observed_at=datetime.fromisoformat(observed),
-                    origin=origin,
-                ),
-            )
-            for rowid, memory_id, kind, text, source, created, updated, observed, origin in rows
-        ]
+        return [(int(row[0]), atomic_row(row[1:])) for row in rows]
 
     def turn_rows(self, rowids: Sequence[int]) -> list[tuple[int, ConversationHit]]:
         if not rowids:

@@ -51,7 +51,7 @@ MAX_LIMIT = 200
 _ID_CHUNK = 500  # ids per IN (...) list, well under SQLite's variable limit
 
 _TURN_COLUMNS = "turn_id, memory_session_id, user_text, assistant_text, created_at"
-_ATOMIC_COLUMNS = "memory_id, type, content, source, created_at, updated_at, observed_at, origin"
+ATOMIC_COLUMNS = "memory_id, type, content, source, created_at, updated_at, observed_at, origin"
 
 
 def _timestamp(value: datetime) -> str:
@@ -130,7 +130,8 @@ def _checked_atomic(content: str, type: str) -> tuple[AtomicType, str, str, str]
     return kind, text, key, _tokens(text)
 
 
-def _atomic_row(row: Sequence[str]) -> AtomicMemory:
+def atomic_row(row: Sequence[str]) -> AtomicMemory:
+    """An L1 memory from a row of `ATOMIC_COLUMNS` (the store's reads and the vector search's)."""
     memory_id, kind, text, source, created, updated, observed, origin = row
     return AtomicMemory(
         id=memory_id,
@@ -389,7 +390,7 @@ class SqliteMemoryStore:
             if kind is not None:
                 params += (kind.value,)
             rows = conn.execute(
-                f"SELECT {_ATOMIC_COLUMNS}, atomic_fts.rank FROM atomic_fts "
+                f"SELECT {ATOMIC_COLUMNS}, atomic_fts.rank FROM atomic_fts "
                 "JOIN atomic ON atomic.id = atomic_fts.rowid "
                 "WHERE atomic_fts MATCH ? AND atomic_fts.rowid > ? AND atomic.valid_to IS NULL "
                 f"{type_filter} "
@@ -475,11 +476,11 @@ class SqliteMemoryStore:
         clause = f"WHERE {' AND '.join(where)}" if where else ""
         with self._reading("listing atomic memories") as conn:
             rows = conn.execute(
-                f"SELECT {_ATOMIC_COLUMNS} FROM atomic {clause} ORDER BY updated_at DESC, id DESC "
+                f"SELECT {ATOMIC_COLUMNS} FROM atomic {clause} ORDER BY updated_at DESC, id DESC "
                 "LIMIT ? OFFSET ?",
                 (*params, max(0, min(limit, MAX_LIMIT)), max(0, offset)),
             ).fetchall()
-        return [_atomic_row(row) for row in rows]
+        return [atomic_row(row) for row in rows]
 
     def update_atomic(self, memory_id: str, content: str) -> AtomicMemory:
         """Replace an L1 memory's text, keeping its id and type: `edit_atomic` with the type kept

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import stat
 import sys
 from pathlib import Path
 
@@ -174,6 +175,10 @@ async def test_full_sync_writes_valid_pi_skills_with_records(client: FakeSkillCl
     assert set(record["files"]) == {"SKILL.md", "scripts/run.sh", "img/logo.png"}
     assert not [n for n in os.listdir(tmp_path / "skills") if n.startswith(".pmb-")]
     assert "FAILED" not in last.message
+    # private, like everything we write (a team's skill may hold what it learned)
+    assert stat.S_IMODE(skill_dir.stat().st_mode) == 0o700
+    assert stat.S_IMODE((skill_dir / "img").stat().st_mode) == 0o700
+    assert {stat.S_IMODE(p.stat().st_mode) for p in skill_dir.rglob("*") if p.is_file()} == {0o600}
 
 
 async def test_resync_updates_only_what_changed(client: FakeSkillClient, tmp_path: Path) -> None:

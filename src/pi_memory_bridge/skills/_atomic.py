@@ -57,14 +57,15 @@ def fsync_dir(path: Path) -> None:
 
 
 def write_tree(root: Path, files: Iterable[tuple[str, bytes]]) -> None:
-    """Create `root` and write `files` (relative '/'-paths) into it, each fsynced, mode 0644."""
-    root.mkdir(mode=0o755)
+    """Create `root` and write `files` (relative '/'-paths) into it, each fsynced, private (0600 files,
+    0700 directories, like everything else we write: a skill can hold what a team learned)."""
+    root.mkdir(mode=0o700)
     dirs = {root}
     for rel, data in files:
         path = root.joinpath(*rel.split("/"))
-        path.parent.mkdir(mode=0o755, parents=True, exist_ok=True)
+        path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
         dirs.add(path.parent)
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
         with os.fdopen(fd, "wb") as out:
             out.write(data)
             out.flush()

@@ -30,8 +30,8 @@ def test_eof_is_reported_once_the_stream_ends() -> None:
 
 def test_the_watchdog_ends_a_stuck_process() -> None:
     code = (
-        "import time; from pi_memory_bridge.sidecar.serve import _ExitWatchdog\n"
-        "w = _ExitWatchdog(0.3); w.arm(); w.arm()\n"
+        "import time; from pi_memory_bridge.sidecar.serve import ExitWatchdog\n"
+        "w = ExitWatchdog(0.3); w.arm(); w.arm()\n"
         "while True: time.sleep(1)  # stuck\n"
     )
     # a watchdog that never fires leaves the process stuck: the run's timeout is the hang guard

@@ -35,7 +35,7 @@ from typing import Any
 
 from pi_memory_bridge.config import data_dir, default_agent_dir
 from pi_memory_bridge.sidecar.logs import setup_logging
-from pi_memory_bridge.sidecar.serve import EXIT_WATCHDOG_S, LazyEngine, _ExitWatchdog, build_endpoint
+from pi_memory_bridge.sidecar.serve import EXIT_WATCHDOG_S, ExitWatchdog, LazyEngine, build_endpoint
 
 log = logging.getLogger(__name__)
 
@@ -230,7 +230,7 @@ async def serve_daemon(settings: DaemonSettings, env: Mapping[str, str], lock_fd
     if not stop.is_set():
         await asyncio.sleep(0.05)  # accept what is queued
         await _first(stop.wait(), conns.empty.wait())
-    watchdog = _ExitWatchdog(EXIT_WATCHDOG_S)
+    watchdog = ExitWatchdog(EXIT_WATCHDOG_S)
     watchdog.arm()
     server.close()
     for task in list(handlers):

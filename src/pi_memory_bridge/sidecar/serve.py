@@ -79,7 +79,7 @@ class _EofWatch:
         return chunk
 
 
-class _ExitWatchdog:
+class ExitWatchdog:
     """Once armed, ends the process after `seconds` even if the loop is stuck (a daemon thread)."""
 
     def __init__(self, seconds: float) -> None:
@@ -232,7 +232,7 @@ async def serve_stdio() -> int:
     )
     stop = asyncio.Event()
     rpc = build_endpoint(engine, stop)
-    watchdog = _ExitWatchdog(EXIT_WATCHDOG_S)
+    watchdog = ExitWatchdog(EXIT_WATCHDOG_S)
     stdin, writer = await open_stdio()
     reader = _EofWatch(stdin, watchdog.arm)
     loop = asyncio.get_running_loop()

@@ -518,11 +518,10 @@ def lock_held_by_another_process(db: Path, mode: str) -> Iterator[None]:
 async def test_writes_past_busy_timeout_raise_unavailable_while_reads_go_on(backend: LocalBackend) -> None:
     await backend.add_turns([turn("t1", "deploy with argo")])
     with lock_held_by_another_process(backend.root / DB_FILENAME, "write"):
-        started = time.perf_counter()
+        # it waits for the lock (busy_timeout) before giving up: that wait is measured in
+        # bench/bench_bounds.py ("locked store gives up"), not here
         with pytest.raises(BackendUnavailable, match="locked"):
             await backend.add_turns([turn("t2", "blocked")])
-        # it waited for the lock (busy_timeout 300 ms) before giving up; the figure: bench_bounds.py
-        assert time.perf_counter() - started > 0.25
         with pytest.raises(BackendUnavailable):
             await backend.save_atomic("blocked too", "fact", "user")
         # WAL: readers are not blocked by a writer

@@ -21,6 +21,7 @@ LAYERS: dict[str, int] = {
     "_version": FOUNDATION,
     "textsearch": FOUNDATION,
     "sqlite_faults": FOUNDATION,
+    "sqlite_tx": FOUNDATION,
     "deadline": FOUNDATION,  # the current recall's deadline, read deep below it
     "surrogates": FOUNDATION,  # lone UTF-16 surrogates made U+FFFD at every boundary
     "private_files": FOUNDATION,  # 0600/0700 for everything we create

@@ -19,7 +19,6 @@ turns said from then on; older sessions are imported only when the user asks (`i
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import os
 import sqlite3
@@ -34,6 +33,7 @@ from typing import Self
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from pi_memory_bridge.private_files import prepare_sqlite_file
+from pi_memory_bridge.sqlite_tx import transaction
 
 log = logging.getLogger(__name__)
 
@@ -213,15 +213,8 @@ class CatchUpState:
             if conn is None:
                 raise StateError(f"the catch-up state {self._path} is closed")
             try:
-                conn.execute("BEGIN IMMEDIATE" if write else "BEGIN")
-                try:
+                with transaction(conn, write=write):
                     yield conn
-                    conn.execute("COMMIT")
-                except BaseException:
-                    if conn.in_transaction:
-                        with contextlib.suppress(sqlite3.Error):
-                            conn.execute("ROLLBACK")
-                    raise
             except sqlite3.Error as exc:
                 raise StateError(f"catch-up state {self._path}: {action} failed: {exc}") from exc
 

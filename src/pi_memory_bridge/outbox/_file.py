@@ -23,6 +23,7 @@ from pi_memory_bridge.outbox._records import RecordState, StoredRecord, clip_err
 from pi_memory_bridge.outbox._schema import migrate
 from pi_memory_bridge.private_files import prepare_sqlite_file
 from pi_memory_bridge.redact import redact_text
+from pi_memory_bridge.sqlite_tx import transaction
 
 log = logging.getLogger(__name__)
 
@@ -116,20 +117,8 @@ class OutboxFile:
             conn = self._conn
             if conn is None:
                 raise OutboxUnavailable(f"capture outbox {self.db_path} is closed")
-            with translated(self.db_path, action):
-                # IMMEDIATE takes the write lock up front (waiting busy_timeout) instead of
-                # failing on a lock upgrade halfway through.
-                conn.execute("BEGIN IMMEDIATE" if write else "BEGIN")
-                try:
-                    yield conn
-                    conn.execute("COMMIT")
-                except BaseException:
-                    # Some errors (disk full, I/O) already rolled the transaction back; a
-                    # failed COMMIT did not, and the connection must not stay inside it.
-                    if conn.in_transaction:
-                        with contextlib.suppress(sqlite3.Error):
-                            conn.execute("ROLLBACK")
-                    raise
+            with translated(self.db_path, action), transaction(conn, write=write):
+                yield conn
 
     def reset_wal(self) -> None:
         """After turn text was deleted on purpose: secure_delete zeroed it in the pages, but the

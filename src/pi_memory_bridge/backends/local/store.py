@@ -42,6 +42,7 @@ from pi_memory_bridge.backends.local.memory_schema import origin_for_source
 from pi_memory_bridge.backends.local.pool import ConnectionPool
 from pi_memory_bridge.backends.local.schema import ATOMIC_INDEX, TURNS_INDEX, migrate
 from pi_memory_bridge.backends.local.sqlite_errors import translated
+from pi_memory_bridge.sqlite_tx import transaction
 
 DEFAULT_BUSY_TIMEOUT_MS = 5000
 # Only the first this-many characters of a text are indexed; the whole text is stored.
@@ -185,7 +186,7 @@ class SqliteMemoryStore:
         row = conn.execute("SELECT value FROM meta WHERE key = 'tokenizer_version'").fetchone()
         if row is not None and row[0] == wanted:
             return
-        with self._transaction(conn):
+        with transaction(conn):
             row = conn.execute("SELECT value FROM meta WHERE key = 'tokenizer_version'").fetchone()
             if row is not None and row[0] == wanted:
                 return
@@ -213,25 +214,13 @@ class SqliteMemoryStore:
         fts.recount_document_frequencies(conn, ATOMIC_INDEX)
 
     @contextmanager
-    def _transaction(self, conn: sqlite3.Connection) -> Iterator[None]:
-        conn.execute("BEGIN IMMEDIATE")
-        try:
-            yield
-        except BaseException:
-            # Some errors (disk full, I/O) already rolled the transaction back.
-            if conn.in_transaction:
-                conn.execute("ROLLBACK")
-            raise
-        conn.execute("COMMIT")
-
-    @contextmanager
     def _reading(self, action: str) -> Iterator[sqlite3.Connection]:
         with self._pool.connection() as conn, translated(self._db_path, action):
             yield conn
 
     @contextmanager
     def _writing(self, action: str) -> Iterator[sqlite3.Connection]:
-        with self._pool.connection() as conn, translated(self._db_path, action), self._transaction(conn):
+        with self._pool.connection() as conn, translated(self._db_path, action), transaction(conn):
             yield conn
 
     def reading(self, action: str) -> AbstractContextManager[sqlite3.Connection]:
@@ -424,7 +413,7 @@ class SqliteMemoryStore:
         kind, text, key, tokens = _checked_atomic(content, type)
         # secure_delete is on for every connection of the pool (never switched off)
         with self._pool.connection() as conn, translated(self._db_path, "editing an atomic memory"):
-            with self._transaction(conn):
+            with transaction(conn):
                 row = conn.execute(
                     "SELECT id, type, content, tokens, tags FROM atomic WHERE memory_id = ?",
                     (memory_id,),
@@ -536,7 +525,7 @@ class SqliteMemoryStore:
         token_cols = ", ".join(spec.token_columns)
         # secure_delete is on for every pooled connection (pool.py)
         with self._pool.connection() as conn, translated(self._db_path, action):
-            with self._transaction(conn):
+            with transaction(conn):
                 gone: list[set[str]] = []
                 for public_id in wanted:
                     row = conn.execute(

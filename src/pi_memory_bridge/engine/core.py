@@ -100,7 +100,7 @@ class Engine:
         self.traces: TraceLog | None = None
         self.catch_up = CatchUp(loaded, agent_dir, cwd, self.slot, self._notice if peer is not None else None)
         self._capture.on_failure = self.catch_up.nudge
-        self._status.catch_up = self.commands.catch_up = self.catch_up
+        self._status.catch_up = self.commands.flows.catch_up = self.catch_up
 
     @classmethod
     async def open(
@@ -119,7 +119,7 @@ class Engine:
         engine = cls(
             loaded, agent_dir, cwd, env=env, notify=notify, log_file=log_file, peer=peer, has_ui=has_ui
         )
-        engine.traces = engine._recall.traces = engine.commands.traces = await open_trace_log(
+        engine.traces = engine._recall.traces = engine.commands.flows.traces = await open_trace_log(
             data_dir(agent_dir)
         )
         await engine.slot.start()

@@ -81,7 +81,7 @@ class _Store:
 
 
 async def huge_local_query(store: _Store) -> None:
-    await store.backend.search_conversation("parse the config and retry the 数据库 query " * 25_000, 4)
+    await store.backend.conversation.search("parse the config and retry the 数据库 query " * 25_000, 4)
 
 
 _HOLDER = """
@@ -106,7 +106,7 @@ async def locked_store_gives_up() -> float:
             assert holder.stdout is not None and holder.stdout.readline().strip() == "locked"
             started = time.perf_counter()
             with contextlib.suppress(BackendUnavailable):
-                await backend.add_turns([turn("t2", "blocked")])
+                await backend.conversation.add([turn("t2", "blocked")])
             return time.perf_counter() - started
         finally:
             assert holder.stdin is not None
@@ -127,7 +127,7 @@ async def timed(work: Callable[[], Awaitable[object]], runs: int) -> list[float]
 async def main(runs: int) -> int:
     store = _Store()
     seeded = ConversationTurn("t", "s-main", "parse the config and retry the query", "ok", datetime.now(UTC))
-    await store.backend.add_turns([seeded])
+    await store.backend.conversation.add([seeded])
     cases: list[tuple[str, float, Callable[[], Awaitable[object]]]] = [
         ("recall, two layers hang, deadline 300 ms", 0.55, hanging_layers),
         ("recall, two 200 ms layers in parallel", 0.35, parallel_layers),

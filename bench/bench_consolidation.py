@@ -173,7 +173,7 @@ async def run_user(user: dict[str, Any], model: Any, root: Path, *, append_only:
                 model.session = session
             elif isinstance(model, Recorder) and isinstance(model.model, Scripted):
                 model.model.session = session
-            await backend.add_turns(_turns(user["name"], index, session))
+            await backend.conversation.add(_turns(user["name"], index, session))
             before = {r.memory_id for r in learned_memories.learned()}
             if append_only:
                 await _append_only(backend, session, index)

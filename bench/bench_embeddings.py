@@ -122,7 +122,7 @@ def embedding_costs(handle: ModelHandle, queries: list[str], corpus: SyntheticCo
         )
     with tempfile.TemporaryDirectory() as tmp:
         backend = LocalBackend(Path(tmp), embeddings=handle)
-        backend.store.add_turns(corpus.turns(600, datetime(2026, 1, 1, tzinfo=UTC)))
+        backend.store.conversation.add(corpus.turns(600, datetime(2026, 1, 1, tzinfo=UTC)))
         assert backend.semantic is not None
         started = time.perf_counter()
         done = backend.semantic.worker.drain(encoder)
@@ -138,12 +138,12 @@ def build_large(root: Path, turns: int, atomic: int, corpus: SyntheticCorpus, ha
     backend = LocalBackend(root, embeddings=handle)
     batch = corpus.turns(turns, datetime(2026, 1, 1, tzinfo=UTC))
     for start in range(0, len(batch), 5000):
-        backend.store.add_turns(batch[start : start + 5000])
+        backend.store.conversation.add(batch[start : start + 5000])
     for i in range(atomic):
-        backend.store.save_atomic(
+        backend.store.memories.save(
             f"{corpus.text(5, 20)} #{i}", ("fact", "preference", "constraint")[i % 3], "bench"
         )
-    backend.store.save_atomic(PLANTED[0], "fact", "bench")
+    backend.store.memories.save(PLANTED[0], "fact", "bench")
     rng = np.random.default_rng(SEED)
     encoder = handle.wait(600)
     assert encoder is not None
@@ -358,8 +358,8 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="bench-embeddings-") as tmp:
         small = Path(tmp) / "small" / ".pi" / "agent"
         backend = LocalBackend(small / "memory-bridge", embeddings=handle)
-        backend.store.add_turns(corpus.turns(1000, datetime(2026, 1, 1, tzinfo=UTC)))
-        backend.store.save_atomic(PLANTED[0], "fact", "bench")
+        backend.store.conversation.add(corpus.turns(1000, datetime(2026, 1, 1, tzinfo=UTC)))
+        backend.store.memories.save(PLANTED[0], "fact", "bench")
         encoder = handle.wait(600)
         assert backend.semantic is not None and encoder is not None
         backend.semantic.worker.drain(encoder)

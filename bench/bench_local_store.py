@@ -158,7 +158,7 @@ def _percentiles(samples_ms: Sequence[float]) -> str:
 async def _recall_at_4(backend: LocalBackend, queries: Sequence[tuple[str, list[str]]]) -> float:
     total = 0.0
     for query, relevant in queries:
-        hits = {h.turn_id for h in await backend.search_conversation(query, 4)}
+        hits = {h.turn_id for h in await backend.conversation.search(query, 4)}
         total += len(hits & set(relevant)) / min(4, len(relevant))
     return total / len(queries)
 
@@ -185,11 +185,11 @@ async def bench_size(
         turns[middle:middle] = labelled_turns
         started = time.perf_counter()
         for start in range(0, len(turns), BATCH):
-            backend.store.add_turns(turns[start : start + BATCH])
+            backend.store.conversation.add(turns[start : start + BATCH])
         build_s = time.perf_counter() - started
         started = time.perf_counter()
         for i in range(ATOMIC_PER_STORE):
-            backend.store.save_atomic(
+            backend.store.memories.save(
                 corpus.text(5, 20), ("fact", "preference", "constraint")[i % 3], "bench"
             )
         atomic_s = time.perf_counter() - started
@@ -201,20 +201,20 @@ async def bench_size(
         mixed = mixed[:n_queries]
         rng.shuffle(mixed)
         for query in mixed[:20]:  # warm the page cache and the pool
-            await backend.search_conversation(query, 4)
-        l0 = await _timed(mixed, lambda q: backend.search_conversation(q, 4))
-        l1 = await _timed(mixed, lambda q: backend.search_atomic(q, 6))
+            await backend.conversation.search(query, 4)
+        l0 = await _timed(mixed, lambda q: backend.conversation.search(q, 4))
+        l1 = await _timed(mixed, lambda q: backend.memories.search(q, 6))
         both = await _timed(
             mixed,
-            lambda q: asyncio.gather(backend.search_conversation(q, 4), backend.search_atomic(q, 6)),
+            lambda q: asyncio.gather(backend.conversation.search(q, 4), backend.memories.search(q, 6)),
         )
         huge = "parse the config and retry the 数据库 query " * 25_000  # ~1 MB
         started = time.perf_counter()
-        await backend.search_conversation(huge, 4)
+        await backend.conversation.search(huge, 4)
         huge_ms = (time.perf_counter() - started) * 1000
         recall = await _recall_at_4(backend, labelled_queries)
         started = time.perf_counter()
-        report = await backend.delete_conversation([turns[middle - 1].turn_id])
+        report = await backend.conversation.delete([turns[middle - 1].turn_id])
         forget_ms = (time.perf_counter() - started) * 1000
         await backend.close()
 
@@ -242,7 +242,7 @@ async def main(argv: Sequence[str]) -> None:
     labelled = _labelled()
     with tempfile.TemporaryDirectory(prefix="bench-labelled-") as tmp:
         backend = LocalBackend(Path(tmp))
-        await backend.add_turns(labelled[0])
+        await backend.conversation.add(labelled[0])
         recall = await _recall_at_4(backend, labelled[1])
         await backend.close()
     print(f"labelled set alone: {len(labelled[0])} turns, {len(labelled[1])} queries, recall@4 {recall:.3f}")

@@ -146,7 +146,7 @@ def load_set(root: Path, handle: ModelHandle, *, enrichment: str = "recorded") -
         if t["id"].startswith("noise-"):
             at = noise_start + timedelta(hours=11 * i)
             turns.append(ConversationTurn(t["id"], t["session"], t["user"], t["assistant"], at))
-    backend.store.add_turns(turns)
+    backend.store.conversation.add(turns)
     encoder = handle.wait(600)
     assert encoder is not None and backend.semantic is not None, handle.describe()
     backend.semantic.worker.drain(encoder)
@@ -165,8 +165,8 @@ class CaseResult:
 
 async def run_case(loaded: Loaded, backend: LocalBackend, case: dict[str, Any]) -> CaseResult:
     query = case["query"]
-    l1 = await backend.search_atomic(query, L1_LIMIT)
-    l0 = await backend.search_conversation(query, L0_LIMIT)
+    l1 = await backend.memories.search(query, L1_LIMIT)
+    l0 = await backend.conversation.search(query, L0_LIMIT)
     l1_ids = [loaded.reverse.get(m.id, m.id) for m in l1]
     l0_ids = [h.turn_id for h in l0]
     ranks: list[int | None] = []
@@ -248,7 +248,7 @@ class KeywordSet:
     def __init__(self, root: Path, handle: ModelHandle) -> None:
         self.backend = LocalBackend(root, embeddings=handle)
         stamp = datetime(2026, 6, 1, tzinfo=UTC)
-        self.backend.store.add_turns(
+        self.backend.store.conversation.add(
             [
                 ConversationTurn(t["id"], t["session"], t["user"], t["assistant"], stamp)
                 for t in map(json.loads, (NOISE / "turns.jsonl").read_text(encoding="utf-8").splitlines())
@@ -265,8 +265,8 @@ class KeywordSet:
         totals = [0.0, 0.0]
         for q in self.queries:
             relevant = set(q["relevant"])
-            keyword = self.backend.store.search_conversation(q["query"], 4)
-            hybrid = await self.backend.search_conversation(q["query"], 4)
+            keyword = self.backend.store.conversation.search(q["query"], 4)
+            hybrid = await self.backend.conversation.search(q["query"], 4)
             for i, hits in enumerate((keyword, hybrid)):
                 totals[i] += len({h.turn_id for h in hits} & relevant) / min(4, len(relevant))
         return totals[0] / len(self.queries), totals[1] / len(self.queries)
@@ -339,8 +339,8 @@ async def abstention_rules(loaded: Loaded, cases: Sequence[dict[str, Any]]) -> N
     semantic.l0_params = replace(L0_PARAMS, min_score=-5.0)
     lists: dict[str, tuple[Scored, Scored]] = {}
     for c in cases:
-        l1 = await loaded.backend.search_atomic(c["query"], 30)
-        l0 = await loaded.backend.search_conversation(c["query"], 30)
+        l1 = await loaded.backend.memories.search(c["query"], 30)
+        l0 = await loaded.backend.conversation.search(c["query"], 30)
         lists[c["id"]] = (
             [(loaded.reverse.get(m.id, m.id), m.score) for m in l1],
             [(h.turn_id, h.score) for h in l0],

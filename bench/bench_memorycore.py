@@ -414,7 +414,7 @@ async def seed_recall_scope(
     turns = corpus(random.Random(SEED + 1), f"recall-{scope.user}")
     backend = backend_for(sdk, url, key, scope, 0)
     try:
-        await backend.add_turns(turns)
+        await backend.conversation.add(turns)
         if not await_pipeline:
             return
         deadline = time.monotonic() + 90

@@ -56,10 +56,14 @@ class NullBackend:
     name = "null"
     capabilities = frozenset({Capability.L0_ADD})
 
-    async def add_turns(self, turns: Sequence[ConversationTurn], *, first_attempt: bool = False) -> None:
+    @property
+    def conversation(self) -> NullBackend:
+        return self  # a conversation-only backend: the part is the fake itself
+
+    async def add(self, turns: Sequence[ConversationTurn], *, first_attempt: bool = False) -> None:
         return None
 
-    async def stored_turn_ids(self, turn_ids: Sequence[str]) -> set[str]:
+    async def stored_ids(self, turn_ids: Sequence[str]) -> set[str]:
         return set()
 
 

@@ -40,13 +40,13 @@ def build_store(root: Path, size: int, corpus: SyntheticCorpus) -> None:
     backend = LocalBackend(root)
     turns = corpus.turns(size, datetime(2026, 1, 1, tzinfo=UTC))
     for start in range(0, len(turns), BATCH):
-        backend.store.add_turns(turns[start : start + BATCH])
+        backend.store.conversation.add(turns[start : start + BATCH])
     for i in range(300):
-        backend.store.save_atomic(corpus.text(5, 20), ("fact", "preference", "constraint")[i % 3], "bench")
+        backend.store.memories.save(corpus.text(5, 20), ("fact", "preference", "constraint")[i % 3], "bench")
     for i in range(40):
         note = f"---\nsummary: {corpus.text(4, 10)}\n---\n{corpus.text(40, 120)}\n"
-        backend.write_scenario(f"topic-{i}.md", note)
-    backend.write_profile("# Profile\n" + corpus.text(30, 60))
+        backend.notes.write_scenario(f"topic-{i}.md", note)
+    backend.notes.write_profile("# Profile\n" + corpus.text(30, 60))
     asyncio.run(backend.close())
 
 

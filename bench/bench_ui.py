@@ -50,14 +50,14 @@ def build(agent_dir: Path, n_turns: int, n_memories: int) -> tuple[str, str, str
     turns = corpus.turns(n_turns, datetime(2026, 1, 1, tzinfo=UTC))
     started = time.perf_counter()
     for start in range(0, len(turns), BATCH):
-        backend.store.add_turns(turns[start : start + BATCH])
+        backend.store.conversation.add(turns[start : start + BATCH])
     memory_id = ""
     for i in range(n_memories):
-        saved = backend.store.save_atomic(f"{corpus.text(5, 20)} #{i}", KINDS[i % len(KINDS)], "bench")
+        saved = backend.store.memories.save(f"{corpus.text(5, 20)} #{i}", KINDS[i % len(KINDS)], "bench")
         memory_id = memory_id or saved.id
     for i in range(20):
-        backend.write_scenario(f"project-{i}/notes.md", f"# Project {i}\n\n{corpus.text(40, 120)}\n")
-    backend.write_profile("Backend engineer. Go, Postgres, short answers.\n")
+        backend.notes.write_scenario(f"project-{i}/notes.md", f"# Project {i}\n\n{corpus.text(40, 120)}\n")
+    backend.notes.write_profile("Backend engineer. Go, Postgres, short answers.\n")
     print(f"store built in {time.perf_counter() - started:.1f} s: {n_turns:,} turns, {n_memories:,} memories")
     traces = TraceLog.open(data)
     t0 = datetime(2026, 6, 1, tzinfo=UTC)

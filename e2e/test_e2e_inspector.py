@@ -300,15 +300,15 @@ def _lived_in_store(agent_dir: Path) -> tuple[str, str]:
 
     async def fill() -> tuple[str, str]:
         backend = LocalBackend(data)
-        old = await backend.save_atomic("We use MySQL 5.7 for the orders service", "fact", "learning")
-        new = await backend.save_atomic("The orders service moved to PostgreSQL 16", "fact", "learning")
-        await backend.save_atomic("Prefers table-driven tests in Go", "preference", "user")
-        await backend.save_atomic("Never deploy on Fridays", "constraint", "user")
-        await backend.add_turns(
+        old = await backend.memories.save("We use MySQL 5.7 for the orders service", "fact", "learning")
+        new = await backend.memories.save("The orders service moved to PostgreSQL 16", "fact", "learning")
+        await backend.memories.save("Prefers table-driven tests in Go", "preference", "user")
+        await backend.memories.save("Never deploy on Fridays", "constraint", "user")
+        await backend.conversation.add(
             [ConversationTurn("t-move", "pi-s1-main", "we moved orders to PostgreSQL 16", "noted", t0, "s1")]
         )
-        backend.write_scenario("orders/runbook.md", "# Orders runbook\nsummary: deploys, rollbacks\n")
-        backend.write_profile("Backend engineer: Go and Postgres. Short answers, no emojis.\n")
+        backend.notes.write_scenario("orders/runbook.md", "# Orders runbook\nsummary: deploys, rollbacks\n")
+        backend.notes.write_profile("Backend engineer: Go and Postgres. Short answers, no emojis.\n")
         await backend.close()
         return old.id, new.id
 

@@ -151,7 +151,7 @@ async def test_skill_search_finds_a_skill_of_this_agent(backend: MemoryCoreBacke
 async def test_added_turns_are_found_by_l0_search(backend: MemoryCoreBackend) -> None:
     sid = session()
     marker = f"zq{RUN}"
-    await backend.add_turns(
+    await backend.conversation.add(
         [
             turn(
                 sid,
@@ -162,7 +162,7 @@ async def test_added_turns_are_found_by_l0_search(backend: MemoryCoreBackend) ->
         ]
     )
     assert await session_rows(backend, sid) == 2
-    hits = await backend.search_conversation(f"魔法数字 {marker}", 4)
+    hits = await backend.conversation.search(f"魔法数字 {marker}", 4)
     mine = [h for h in hits if marker in h.user_text or marker in h.assistant_text]
     assert mine, f"L0 search did not find the turn: {hits}"
     assert mine[0].created_at == datetime(2026, 11, 1, 12, 0, tzinfo=UTC)
@@ -171,24 +171,24 @@ async def test_added_turns_are_found_by_l0_search(backend: MemoryCoreBackend) ->
 async def test_l1_is_extracted_and_forget_deletes_l0_and_l1(backend: MemoryCoreBackend) -> None:
     sid = session()
     marker = f"kv{RUN}"
-    await backend.add_turns(
+    await backend.conversation.add(
         [turn(sid, 0, f"I always use tabs, never spaces, in project {marker}", "Understood: tabs only.")]
     )
 
     async def extracted() -> list[str]:
-        found = await backend.search_atomic(marker, 6)
+        found = await backend.memories.search(marker, 6)
         return [m.id for m in found if marker in m.content]
 
     atomic_ids = await poll(
         "an L1 memory (is the server's extraction LLM configured? see deploy/README.md)", extracted, L1_WAIT_S
     )
-    hits = [h for h in await backend.search_conversation(marker, 4) if marker in h.user_text]
+    hits = [h for h in await backend.conversation.search(marker, 4) if marker in h.user_text]
     assert hits
-    l0 = await backend.delete_conversation([h.turn_id for h in hits])
-    l1 = await backend.delete_atomic(atomic_ids)
+    l0 = await backend.conversation.delete([h.turn_id for h in hits])
+    l1 = await backend.memories.delete(atomic_ids)
     assert (l0.failed, l1.failed) == ((), ())
-    assert [h for h in await backend.search_conversation(marker, 4) if marker in h.user_text] == []
-    assert [m for m in await backend.search_atomic(marker, 6) if m.id in atomic_ids] == []
+    assert [h for h in await backend.conversation.search(marker, 4) if marker in h.user_text] == []
+    assert [m for m in await backend.memories.search(marker, 6) if m.id in atomic_ids] == []
 
 
 class DroppingProxy:
@@ -277,16 +277,16 @@ async def test_a_lost_response_redelivery_does_not_duplicate_l0_rows(backend: Me
         try:
             proxy.drop_next = "/v3/conversation/add"
             with pytest.raises(BackendUnavailable):
-                await through_proxy.add_turns(turns)
+                await through_proxy.conversation.add(turns)
         finally:
             await through_proxy.close()
     assert proxy.dropped == 1
     assert await session_rows(backend, sid) == 6  # the server did store them
     # a different backend instance (as after a restart) checks and resends
-    assert await backend.stored_turn_ids([t.turn_id for t in turns]) == set()
-    assert await backend.stored_turns(turns) == {t.turn_id for t in turns}
-    await backend.add_turns(turns)
-    await backend.add_turns(turns)
+    assert await backend.conversation.stored_ids([t.turn_id for t in turns]) == set()
+    assert await backend.conversation.stored(turns) == {t.turn_id for t in turns}
+    await backend.conversation.add(turns)
+    await backend.conversation.add(turns)
     assert await session_rows(backend, sid) == 6
 
 
@@ -298,7 +298,7 @@ async def test_server_limits_hold_for_long_many_and_wide_turns(backend: MemoryCo
     turns = [turn(sid, 0, "show me the build log", log), *many, *wide]
     expected = sum(len(turn_messages(t)) for t in turns)
     assert expected > 1 + 1 + 260 + 40  # the log was split into parts
-    await backend.add_turns(turns)
+    await backend.conversation.add(turns)
     assert await session_rows(backend, sid) == expected
-    await backend.add_turns(turns)
+    await backend.conversation.add(turns)
     assert await session_rows(backend, sid) == expected

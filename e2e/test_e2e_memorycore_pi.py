@@ -110,8 +110,8 @@ def _server_layers(section: dict[str, object]) -> tuple[str, str] | None:
 
     async def probe() -> tuple[str, str] | None:
         try:
-            scenes = await backend.list_scenarios()
-            profile = await backend.read_profile()
+            scenes = await backend.notes.list_scenarios()
+            profile = await backend.notes.read_profile()
         finally:
             await backend.close()
         lines = [

@@ -1,4 +1,8 @@
-"""An in-memory `MemoryBackend` whose layers can be told to hang or raise (recall's bad days)."""
+"""An in-memory `MemoryBackend` whose layers can be told to hang or raise (recall's bad days).
+
+Each layer operation is one method of the fake, named as the gate that can make it hang or fail
+(`search_atomic`, ...), so a test can override one; the protocol's parts (`conversation`,
+`memories`, `notes`) forward to them."""
 
 from __future__ import annotations
 
@@ -8,12 +12,14 @@ from datetime import UTC, datetime
 
 from pi_memory_bridge.backends.base import (
     AtomicMemory,
+    BackendRejected,
     BackendStatus,
     BackendUnavailable,
     Capability,
     ConversationHit,
     ConversationTurn,
     DeleteReport,
+    EditResult,
     Profile,
     SaveResult,
     ScenarioEntry,
@@ -24,11 +30,75 @@ from pi_memory_bridge.backends.base import (
 T0 = datetime(2026, 11, 1, 12, 0, tzinfo=UTC)
 
 
+class _Conversation:
+    def __init__(self, fake: FakeBackend) -> None:
+        self._fake = fake
+
+    async def add(self, turns: Sequence[ConversationTurn], *, first_attempt: bool = False) -> None:
+        await self._fake.add_turns(turns, first_attempt=first_attempt)
+
+    async def stored_ids(self, turn_ids: Sequence[str]) -> set[str]:
+        return await self._fake.stored_turn_ids(turn_ids)
+
+    async def search(self, query: str, limit: int) -> list[ConversationHit]:
+        return await self._fake.search_conversation(query, limit)
+
+    async def delete(self, turn_ids: Sequence[str]) -> DeleteReport:
+        return await self._fake.delete_conversation(turn_ids)
+
+    async def list(
+        self, limit: int, offset: int = 0, ids: Sequence[str] | None = None
+    ) -> list[ConversationHit]:
+        raise BackendRejected("the fake does not list conversation")
+
+
+class _Memories:
+    def __init__(self, fake: FakeBackend) -> None:
+        self._fake = fake
+
+    async def search(self, query: str, limit: int, type: str | None = None) -> list[AtomicMemory]:
+        return await self._fake.search_atomic(query, limit, type)
+
+    async def save(self, content: str, type: str, source: str) -> SaveResult:
+        return await self._fake.save_atomic(content, type, source)
+
+    async def delete(self, ids: Sequence[str]) -> DeleteReport:
+        return await self._fake.delete_atomic(ids)
+
+    async def edit(self, memory_id: str, content: str, type: str) -> EditResult:
+        raise BackendRejected("the fake does not edit memories")
+
+    async def update(self, memory_id: str, content: str) -> AtomicMemory:
+        raise BackendRejected("the fake does not edit memories")
+
+    async def list(
+        self, limit: int, offset: int = 0, type: str | None = None, ids: Sequence[str] | None = None
+    ) -> list[AtomicMemory]:
+        raise BackendRejected("the fake does not list memories")
+
+
+class _Notes:
+    def __init__(self, fake: FakeBackend) -> None:
+        self._fake = fake
+
+    async def list_scenarios(self) -> list[ScenarioEntry]:
+        return await self._fake.list_scenarios()
+
+    async def read_scenario(self, path: str) -> ScenarioNote:
+        return await self._fake.read_scenario(path)
+
+    async def read_profile(self) -> Profile | None:
+        return await self._fake.read_profile()
+
+
 class FakeBackend:
     name = "fake"
 
     def __init__(self) -> None:
         self.capabilities = frozenset(Capability)
+        self.conversation = _Conversation(self)
+        self.memories = _Memories(self)
+        self.notes = _Notes(self)
         self.turns: list[ConversationTurn] = []
         self.atomic: list[AtomicMemory] = []
         self.scenarios: dict[str, ScenarioNote] = {}

@@ -89,7 +89,7 @@ class ScriptedModel:
 
 def search_for(backend: LocalBackend) -> Any:
     async def search(text: str, k: int) -> list[str]:
-        return [m.id for m in await backend.search_atomic(text, k)]
+        return [m.id for m in await backend.memories.search(text, k)]
 
     return search
 

@@ -65,6 +65,10 @@ class FlakyLocal:
 
     name = "flaky-local"
 
+    @property
+    def conversation(self) -> FlakyLocal:
+        return self  # a conversation-only backend: the part is the fake itself
+
     def __init__(
         self,
         inner: LocalBackend,
@@ -86,11 +90,11 @@ class FlakyLocal:
         if self._down is not None and self._down.exists():
             raise BackendUnavailable("simulated outage: connection refused")
 
-    async def add_turns(self, turns: Sequence[ConversationTurn], *, first_attempt: bool = False) -> None:
+    async def add(self, turns: Sequence[ConversationTurn], *, first_attempt: bool = False) -> None:
         self._check_up()
         if self._latency_s:
             await asyncio.sleep(random.uniform(0, self._latency_s))
-        await self._inner.add_turns(turns, first_attempt=first_attempt)
+        await self._inner.conversation.add(turns, first_attempt=first_attempt)
         if self._send_log is not None:
             lines = "".join(f"{os.getpid()} {t.turn_id}\n" for t in turns).encode()
             fd = os.open(self._send_log, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
@@ -101,9 +105,9 @@ class FlakyLocal:
         if self._lose is not None and self._lose.exists():
             raise BackendUnavailable("simulated lost response: read timed out")
 
-    async def stored_turn_ids(self, turn_ids: Sequence[str]) -> set[str]:
+    async def stored_ids(self, turn_ids: Sequence[str]) -> set[str]:
         self._check_up()
-        return await self._inner.stored_turn_ids(turn_ids)
+        return await self._inner.conversation.stored_ids(turn_ids)
 
 
 def _flag(value: str | None) -> Path | None:

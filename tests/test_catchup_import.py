@@ -155,7 +155,7 @@ async def test_a_turn_stored_before_keys_were_entry_ids_is_not_imported_again(
     messages = [json.loads(x)["message"] for x in lines[1:]]
     assert messages[0]["content"] == log_entry["content"]
     old = prepare_capture([messages], aborted=False, identity=BranchIdentity(w.session_id, "main"))
-    await store.add_turns(old.turns)
+    await store.conversation.add(old.turns)
     plan = await plan_import(
         agent, ImportScope(session_file=w.path), known_ids_via(outbox, lambda: store), None
     )

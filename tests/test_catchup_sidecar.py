@@ -55,7 +55,7 @@ async def _settled_pass(sidecar: Engine, passes: int = 1) -> None:
 async def _stored_texts(sidecar: Engine) -> list[str]:
     assert sidecar.slot.delivery is not None and sidecar.slot.backend is not None
     await sidecar.slot.delivery.flush()
-    hits = await sidecar.slot.backend.search_conversation("turn", 50)
+    hits = await sidecar.slot.backend.conversation.search("turn", 50)
     return sorted(h.user_text for h in hits)
 
 

@@ -27,7 +27,7 @@ def agent(tmp_path: Path) -> Path:
     agent = tmp_path / "agent"
     data = agent / "memory-bridge"
     backend = LocalBackend(data)
-    backend.store.add_turns([ConversationTurn("t1", "s", "the billing cluster is blue", "ok", WHEN)])
+    backend.store.conversation.add([ConversationTurn("t1", "s", "the billing cluster is blue", "ok", WHEN)])
     asyncio.run(backend.close())
     box = Outbox.open(data)
     box.enqueue([ConversationTurn("q1", "s", "queued billing turn", "ok", WHEN)])

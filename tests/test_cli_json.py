@@ -56,14 +56,14 @@ def _cli(
 async def _seed(agent: Path) -> str:
     backend = LocalBackend(agent / "memory-bridge")
     try:
-        saved = await backend.save_atomic("hates magic numbers in Go code", "preference", "user")
-        await backend.save_atomic("the deploy runs on the blue cluster", "fact", "model")
+        saved = await backend.memories.save("hates magic numbers in Go code", "preference", "user")
+        await backend.memories.save("the deploy runs on the blue cluster", "fact", "model")
         turn = ConversationTurn(
             "t-1", "mem-1", "I do the backend in Go", "Noted.", datetime(2026, 3, 2, tzinfo=UTC)
         )
-        await backend.add_turns([turn])
-        backend.write_scenario("backend/go-style.md", "# Go style\n- named constants\n")
-        backend.write_profile("Backend developer; Go.")
+        await backend.conversation.add([turn])
+        backend.notes.write_scenario("backend/go-style.md", "# Go style\n- named constants\n")
+        backend.notes.write_profile("Backend developer; Go.")
         return saved.id
     finally:
         await backend.close()

@@ -28,8 +28,8 @@ def _cli(agent: Path, *args: str, stdin: str | None = None) -> subprocess.Comple
 async def _seed(agent: Path) -> None:
     backend = LocalBackend(agent / "memory-bridge")
     try:
-        await backend.save_atomic(OLD, "fact", "user")
-        await backend.add_turns([turn(1, "We moved to PostgreSQL.")])
+        await backend.memories.save(OLD, "fact", "user")
+        await backend.conversation.add([turn(1, "We moved to PostgreSQL.")])
         model = ScriptedModel(
             extract(("decision", NEW, ["t1"])),
             decide({"new": "n1", "action": "supersede", "targets": ["m1"]}),

@@ -41,7 +41,7 @@ def _env(agent: Path, **extra: str) -> dict[str, str]:
 def _make_store(agent: Path) -> Path:
     data = agent / "memory-bridge"
     backend = LocalBackend(data)
-    backend.store.add_turns([ConversationTurn("t1", "s", "the billing cluster is blue", "ok", WHEN)])
+    backend.store.conversation.add([ConversationTurn("t1", "s", "the billing cluster is blue", "ok", WHEN)])
     asyncio.run(backend.close())
     with Outbox.open(data) as box:
         box.enqueue([ConversationTurn("q1", "s", "queued turn", "ok", WHEN)])

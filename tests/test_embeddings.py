@@ -68,11 +68,11 @@ async def test_without_the_model_search_is_keyword_search_as_before(tmp_path: Pa
     keyword_only = LocalBackend(tmp_path / "a")
     unavailable = LocalBackend(tmp_path / "b", embeddings=disabled_handle("weights.npz has SHA-256 00…"))
     for backend in (keyword_only, unavailable):
-        await backend.save_atomic("The deploy script lives in scripts/deploy.sh", "fact", "test")
-        await backend.save_atomic("我讨厌魔法数字", "preference", "test")
+        await backend.memories.save("The deploy script lives in scripts/deploy.sh", "fact", "test")
+        await backend.memories.save("我讨厌魔法数字", "preference", "test")
     for query in ("deploy script", "魔法数字", "how do I ship to production"):
-        expected = [(m.content, m.score) for m in await keyword_only.search_atomic(query, 5)]
-        assert [(m.content, m.score) for m in await unavailable.search_atomic(query, 5)] == expected
+        expected = [(m.content, m.score) for m in await keyword_only.memories.search(query, 5)]
+        assert [(m.content, m.score) for m in await unavailable.memories.search(query, 5)] == expected
     status = await unavailable.status()
     assert any("keyword search only" in p and "SHA-256" in p for p in status.problems)
     for backend in (keyword_only, unavailable):

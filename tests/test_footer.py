@@ -200,7 +200,9 @@ async def test_learning_shows_while_a_job_waits_on_its_model_then_ready(tmp_path
         backend = engine.slot.backend
         assert backend is not None and engine.learning.memories is not None
         when = datetime(2026, 11, 1, tzinfo=UTC)
-        await backend.add_turns([ConversationTurn("t1", "s1", "We deploy with Helm, always.", "ok", when)])
+        await backend.conversation.add(
+            [ConversationTurn("t1", "s1", "We deploy with Helm, always.", "ok", when)]
+        )
         engine.learning.trigger("manual")
         async with asyncio.timeout(10):
             await model.asked.wait()

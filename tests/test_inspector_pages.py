@@ -35,16 +35,16 @@ async def agent_dir(tmp_path: Path) -> AsyncIterator[Path]:
     agent = tmp_path / "agent"
     data = agent / "memory-bridge"
     backend = LocalBackend(data)
-    await backend.save_atomic("prefers Go with the Uber style guide", "preference", "user")
-    await backend.save_atomic(HOSTILE, "fact", "model")
-    await backend.add_turns(
+    await backend.memories.save("prefers Go with the Uber style guide", "preference", "user")
+    await backend.memories.save(HOSTILE, "fact", "model")
+    await backend.conversation.add(
         [
             ConversationTurn("turn-a", "pi-s1-main", "which db do we use?", "postgres 16", T0, "s1"),
             ConversationTurn("turn-b", "pi-s1-e5", "and for caching?", "redis", T0, "s1"),
         ]
     )
-    backend.write_scenario("shop/conventions.md", "# Shop conventions\nMoney in integer cents.\n")
-    backend.write_profile("Backend engineer; answers short, please.\n")
+    backend.notes.write_scenario("shop/conventions.md", "# Shop conventions\nMoney in integer cents.\n")
+    backend.notes.write_profile("Backend engineer; answers short, please.\n")
     await backend.close()
     with Outbox.open(data) as box:
         box.enqueue(

@@ -26,9 +26,9 @@ PORT = 48124
 
 async def _seed(data: Path) -> tuple[str, str]:
     backend = LocalBackend(data)
-    old = await backend.save_atomic("we use MySQL for the orders service", "fact", "learning")
-    new = await backend.save_atomic("we moved the orders service to PostgreSQL", "fact", "learning")
-    await backend.add_turns(
+    old = await backend.memories.save("we use MySQL for the orders service", "fact", "learning")
+    new = await backend.memories.save("we moved the orders service to PostgreSQL", "fact", "learning")
+    await backend.conversation.add(
         [ConversationTurn("t-said", "pi-s-main", "we moved to PostgreSQL", "noted", T0, "s")]
     )
     await backend.close()

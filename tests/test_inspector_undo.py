@@ -31,9 +31,9 @@ POSTGRES = "The project moved its database from MySQL to PostgreSQL."
 async def _learn_mysql_then_postgres(data: Path) -> tuple[str, str]:
     backend = LocalBackend(data)
     try:
-        await backend.add_turns([turn(1, "Our backend uses MySQL.")])
+        await backend.conversation.add([turn(1, "Our backend uses MySQL.")])
         first = await run(backend, ScriptedModel(extract(("fact", MYSQL, ["t1"]))))
-        await backend.add_turns([turn(2, "We moved from MySQL to PostgreSQL.")])
+        await backend.conversation.add([turn(2, "We moved from MySQL to PostgreSQL.")])
         second = await run(
             backend,
             ScriptedModel(

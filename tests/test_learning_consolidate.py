@@ -39,7 +39,7 @@ async def test_a_preference_becomes_an_active_learned_memory_with_its_turn_and_t
     backend: LocalBackend,
 ) -> None:
     said = turn(1, "In this repo we always use pnpm, never npm.", "Noted.")
-    await backend.add_turns([said])
+    await backend.conversation.add([said])
     model = ScriptedModel(extract(("preference", "The user uses pnpm instead of npm in this repo.", ["t1"])))
     outcome = await run(backend, model)
     assert outcome.kind == "applied" and outcome.summary is not None
@@ -51,7 +51,7 @@ async def test_a_preference_becomes_an_active_learned_memory_with_its_turn_and_t
     assert row.job_id == outcome.summary.job_id
     [call] = model.calls  # nothing similar stored: no reconcile call
     assert call.task == "extract" and "[t1]" in call.user and "pnpm" in call.user
-    found = await backend.search_atomic("pnpm", 5)
+    found = await backend.memories.search("pnpm", 5)
     assert [m.content for m in found] == ["The user uses pnpm instead of npm in this repo."]
     assert found[0].origin == "learned" and found[0].observed_at == said.created_at
 
@@ -59,11 +59,11 @@ async def test_a_preference_becomes_an_active_learned_memory_with_its_turn_and_t
 async def test_turns_are_consolidated_once_and_the_next_job_takes_only_new_ones(
     backend: LocalBackend,
 ) -> None:
-    await backend.add_turns([turn(1, "We deploy with Helm charts.")])
+    await backend.conversation.add([turn(1, "We deploy with Helm charts.")])
     model = ScriptedModel(extract(("fact", "The team deploys with Helm charts.", ["t1"])))
     assert (await run(backend, model)).kind == "applied"
     assert (await run(backend, model)).kind == "nothing"  # behind the watermark: no second call
-    await backend.add_turns([turn(2, "Staging lives in the eu-west cluster.")])
+    await backend.conversation.add([turn(2, "Staging lives in the eu-west cluster.")])
     model.queue(extract(("fact", "Staging runs in the eu-west cluster.", ["t1"])))
     assert (await run(backend, model)).kind == "applied"
     assert "Helm" not in model.calls[-1].user.split("NEW TURNS:")[1]  # old turn is context at most
@@ -71,7 +71,7 @@ async def test_turns_are_consolidated_once_and_the_next_job_takes_only_new_ones(
 
 
 async def test_trivial_turns_are_consumed_without_a_model_call(backend: LocalBackend) -> None:
-    await backend.add_turns([turn(1, "ok"), turn(2, "继续")])
+    await backend.conversation.add([turn(1, "ok"), turn(2, "继续")])
     model = ScriptedModel()
     outcome = await run(backend, model)
     assert outcome.kind == "nothing" and model.calls == []
@@ -79,7 +79,7 @@ async def test_trivial_turns_are_consumed_without_a_model_call(backend: LocalBac
 
 
 async def test_a_batch_takes_one_session_at_a_time(backend: LocalBackend) -> None:
-    await backend.add_turns([turn(1, "We use Go.", session="a"), turn(2, "We use Rust.", session="b")])
+    await backend.conversation.add([turn(1, "We use Go.", session="a"), turn(2, "We use Rust.", session="b")])
     model = ScriptedModel(extract(), extract())
     await run(backend, model)
     assert "Go" in model.calls[0].user and "Rust" not in model.calls[0].user
@@ -91,8 +91,8 @@ async def test_a_batch_takes_one_session_at_a_time(backend: LocalBackend) -> Non
 
 
 async def test_an_exact_duplicate_is_skipped_without_a_reconcile_call(backend: LocalBackend) -> None:
-    await backend.save_atomic("The user prefers tabs over spaces.", "preference", "user")
-    await backend.add_turns([turn(1, "Tabs, not spaces, please.")])
+    await backend.memories.save("The user prefers tabs over spaces.", "preference", "user")
+    await backend.conversation.add([turn(1, "Tabs, not spaces, please.")])
     model = ScriptedModel(extract(("preference", "the user prefers TABS over spaces", ["t1"])))
     outcome = await run(backend, model)
     assert outcome.summary is not None and (outcome.summary.added, outcome.summary.skipped) == (0, 1)
@@ -101,8 +101,8 @@ async def test_an_exact_duplicate_is_skipped_without_a_reconcile_call(backend: L
 
 
 async def test_a_near_duplicate_is_skipped_without_a_reconcile_call(backend: LocalBackend) -> None:
-    await backend.save_atomic("The project uses PostgreSQL 16 for all services.", "fact", "model")
-    await backend.add_turns([turn(1, "All our services use Postgres 16.")])
+    await backend.memories.save("The project uses PostgreSQL 16 for all services.", "fact", "model")
+    await backend.conversation.add([turn(1, "All our services use Postgres 16.")])
     model = ScriptedModel(extract(("fact", "The project uses PostgreSQL 16 for all its services.", ["t1"])))
     outcome = await run(backend, model)
     assert outcome.summary is not None and outcome.summary.skipped == 1 and outcome.summary.added == 0
@@ -110,8 +110,8 @@ async def test_a_near_duplicate_is_skipped_without_a_reconcile_call(backend: Loc
 
 
 async def test_a_different_version_is_not_a_near_duplicate(backend: LocalBackend) -> None:
-    await backend.save_atomic("The project uses PostgreSQL 15.", "fact", "model")
-    await backend.add_turns([turn(1, "We upgraded to Postgres 16.")])
+    await backend.memories.save("The project uses PostgreSQL 15.", "fact", "model")
+    await backend.conversation.add([turn(1, "We upgraded to Postgres 16.")])
     model = ScriptedModel(
         extract(("fact", "The project uses PostgreSQL 16.", ["t1"])),
         decide({"new": "n1", "action": "supersede", "targets": ["m1"]}),
@@ -123,7 +123,7 @@ async def test_a_different_version_is_not_a_near_duplicate(backend: LocalBackend
 
 
 async def test_repeats_inside_one_answer_are_stored_once(backend: LocalBackend) -> None:
-    await backend.add_turns([turn(1, "Use ruff for linting."), turn(2, "Again: ruff for linting.")])
+    await backend.conversation.add([turn(1, "Use ruff for linting."), turn(2, "Again: ruff for linting.")])
     text = "The user lints Python code with ruff."
     model = ScriptedModel(extract(("preference", text, ["t1"]), ("preference", text + " ", ["t2"])))
     outcome = await run(backend, model)
@@ -137,9 +137,9 @@ async def test_repeats_inside_one_answer_are_stored_once(backend: LocalBackend) 
 async def test_mysql_to_postgresql_supersedes_and_search_shows_only_the_new_one(
     backend: LocalBackend,
 ) -> None:
-    await backend.add_turns([turn(1, "Our backend uses MySQL.")])
+    await backend.conversation.add([turn(1, "Our backend uses MySQL.")])
     await run(backend, ScriptedModel(extract(("fact", "The project uses MySQL as its database.", ["t1"]))))
-    await backend.add_turns([turn(2, "We moved from MySQL to PostgreSQL last week.")])
+    await backend.conversation.add([turn(2, "We moved from MySQL to PostgreSQL last week.")])
     model = ScriptedModel(
         extract(("decision", "The project moved its database from MySQL to PostgreSQL.", ["t1"])),
         decide({"new": "n1", "action": "supersede", "targets": ["m1"]}),
@@ -149,7 +149,7 @@ async def test_mysql_to_postgresql_supersedes_and_search_shows_only_the_new_one(
     reconcile = model.calls[1]
     assert "[m1]" in reconcile.user and "MySQL as its database" in reconcile.user
     assert "at-" not in reconcile.user  # local ids only, never database ids
-    assert [m.content for m in await backend.search_atomic("database MySQL", 5)] == [
+    assert [m.content for m in await backend.memories.search("database MySQL", 5)] == [
         "The project moved its database from MySQL to PostgreSQL."
     ]
     old = _table(backend, "SELECT valid_to, superseded_by FROM atomic WHERE content LIKE '%as its database%'")
@@ -158,8 +158,8 @@ async def test_mysql_to_postgresql_supersedes_and_search_shows_only_the_new_one(
 
 
 async def test_merge_writes_the_combined_text_and_retires_both(backend: LocalBackend) -> None:
-    await backend.save_atomic("The user writes commit messages in English.", "preference", "model")
-    await backend.add_turns([turn(1, "Commit messages in English and in the imperative mood.")])
+    await backend.memories.save("The user writes commit messages in English.", "preference", "model")
+    await backend.conversation.add([turn(1, "Commit messages in English and in the imperative mood.")])
     merged = "The user writes commit messages in English, in the imperative mood."
     model = ScriptedModel(
         extract(("preference", "The user writes commit messages in the imperative mood.", ["t1"])),
@@ -173,8 +173,8 @@ async def test_merge_writes_the_combined_text_and_retires_both(backend: LocalBac
 async def test_a_hand_saved_memory_is_never_superseded_but_a_proposal_is_recorded(
     backend: LocalBackend,
 ) -> None:
-    await backend.save_atomic("The project uses MySQL.", "fact", "user")  # /tdai-memory-remember
-    await backend.add_turns([turn(1, "We moved to PostgreSQL.")])
+    await backend.memories.save("The project uses MySQL.", "fact", "user")  # /tdai-memory-remember
+    await backend.conversation.add([turn(1, "We moved to PostgreSQL.")])
     model = ScriptedModel(
         extract(("decision", "The project moved from MySQL to PostgreSQL.", ["t1"])),
         decide({"new": "n1", "action": "supersede", "targets": ["m1"]}),
@@ -188,15 +188,15 @@ async def test_a_hand_saved_memory_is_never_superseded_but_a_proposal_is_recorde
 
 
 async def test_a_job_planned_on_a_memory_changed_meanwhile_writes_nothing(backend: LocalBackend) -> None:
-    await backend.save_atomic("The project uses MySQL.", "fact", "model")
-    await backend.add_turns([turn(1, "We moved to PostgreSQL.")])
+    await backend.memories.save("The project uses MySQL.", "fact", "model")
+    await backend.conversation.add([turn(1, "We moved to PostgreSQL.")])
 
     class Meddling(ScriptedModel):
         async def complete(self, system: str, user: str, *, max_tokens: int, timeout_s: float) -> Completion:
             if system.startswith("[pi-memory-bridge:reconcile"):
                 # another process removes the memory the decision will name
-                found = await backend.search_atomic("MySQL", 1)
-                await backend.delete_atomic([found[0].id])
+                found = await backend.memories.search("MySQL", 1)
+                await backend.memories.delete([found[0].id])
             return await super().complete(system, user, max_tokens=max_tokens, timeout_s=timeout_s)
 
     model = Meddling(
@@ -237,7 +237,7 @@ def test_near_duplicates_are_only_the_harmless_rewordings(a: str, b: str, near: 
 async def test_turns_consolidated_by_another_process_meanwhile_are_not_learned_twice(
     backend: LocalBackend,
 ) -> None:
-    await backend.add_turns([turn(1, "We deploy with Helm charts.")])
+    await backend.conversation.add([turn(1, "We deploy with Helm charts.")])
     text = extract(("fact", "The team deploys with Helm charts.", ["t1"]))
 
     class Racing(ScriptedModel):

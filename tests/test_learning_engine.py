@@ -116,7 +116,7 @@ async def test_consent_is_asked_once_with_a_ui_and_never_without(
 ) -> None:
     model = ScriptedModel()
     learning, peer = _learning(tmp_path, backend, model)
-    await backend.add_turns([turn(1, "We use Go.")])
+    await backend.conversation.add([turn(1, "We use Go.")])
     learning.turns_settled("mem-1", 1)
     learning.turns_settled("mem-1", 1)
     await asyncio.sleep(0.05)
@@ -138,7 +138,7 @@ async def test_the_answer_is_written_to_the_global_file_and_learning_starts(
     global_config_path(agent).write_text(json.dumps({"recall": {"l0Limit": 2}}), encoding="utf-8")
     model = ScriptedModel(extract(("fact", "The project uses Go for services.", ["t1"])))
     learning, peer = _learning(tmp_path, backend, model)
-    await backend.add_turns([turn(1, "We use Go for our services.")])
+    await backend.conversation.add([turn(1, "We use Go for our services.")])
     flows = FlowRegistry()
     first = await flows.start(learning_command(learning, "ask openai/gpt-5-mini"), has_ui=True)
     assert first.kind == "select" and first.options == [NO, YES]
@@ -201,7 +201,7 @@ async def test_turns_settled_runs_a_job_after_the_idle_pause_and_records_the_pro
         )
     )
     learning, _ = _learning(tmp_path, backend, model, enabled=True)
-    await backend.add_turns([turn(1, "We only ship on Fridays.")])
+    await backend.conversation.add([turn(1, "We only ship on Fridays.")])
     learning.session_started("mem-1")
     learning.turns_settled("mem-1", 1)
     await asyncio.sleep(0.3)
@@ -226,7 +226,7 @@ async def test_status_names_a_spent_budget_as_a_problem(tmp_path: Path, backend:
 async def test_undo_command_previews_starts_on_no_and_reverts(tmp_path: Path, backend: LocalBackend) -> None:
     model = ScriptedModel(extract(("fact", "The team deploys with Helm.", ["t1"])))
     learning, _ = _learning(tmp_path, backend, model, enabled=True)
-    await backend.add_turns([turn(1, "We deploy with Helm.")])
+    await backend.conversation.add([turn(1, "We deploy with Helm.")])
     learning.trigger("manual")
     await asyncio.sleep(0.05)
     await learning.idle()
@@ -265,7 +265,7 @@ async def test_turns_still_on_their_way_through_the_outbox_are_picked_up(
         await asyncio.sleep(0.1)
         await learning.idle()
         assert model.calls == []
-        await backend.add_turns([turn(1, "We deploy with Helm.")])
+        await backend.conversation.add([turn(1, "We deploy with Helm.")])
         for _ in range(50):
             if model.calls:
                 break

@@ -23,7 +23,7 @@ SECRET = "sk-proj-" + "Zx9Yw8Vu7Ts6Rq5Po4Nm3Lk2Ji1Hg0FeDcBa98"
 @pytest.fixture
 async def backend(tmp_path: Path) -> AsyncIterator[LocalBackend]:
     store = LocalBackend(tmp_path / "memory-bridge")
-    await store.add_turns([turn(1, "We moved from MySQL to PostgreSQL.")])
+    await store.conversation.add([turn(1, "We moved from MySQL to PostgreSQL.")])
     yield store
     await store.close()
 
@@ -116,8 +116,8 @@ async def test_a_failed_call_writes_nothing(
 async def test_reconcile_with_unknown_or_claimed_twice_or_missing_ids_writes_nothing(
     backend: LocalBackend,
 ) -> None:
-    await backend.save_atomic("The project uses MySQL.", "fact", "model")
-    await backend.save_atomic("The project database is MySQL 8.", "fact", "model")
+    await backend.memories.save("The project uses MySQL.", "fact", "model")
+    await backend.memories.save("The project database is MySQL 8.", "fact", "model")
     before = _memories(backend)
     two = extract(
         ("decision", "The project moved from MySQL to PostgreSQL.", ["t1"]),
@@ -169,7 +169,9 @@ async def test_a_memory_holding_a_secret_or_file_contents_is_dropped_not_stored(
 async def test_the_prompt_is_redacted_and_carries_no_code_blocks(tmp_path: Path) -> None:
     store = LocalBackend(tmp_path / "m")
     # capture redacts before storing; a turn stored some other way must not leak either
-    await store.add_turns([turn(1, f"my key is {SECRET}", "Here:\n```python\nSECRET_CODE = 1\n```\nDone.")])
+    await store.conversation.add(
+        [turn(1, f"my key is {SECRET}", "Here:\n```python\nSECRET_CODE = 1\n```\nDone.")]
+    )
     model = ScriptedModel(extract())
     await run(store, model)
     await store.close()
@@ -203,7 +205,7 @@ async def test_a_spent_budget_defers_without_calling_the_model(backend: LocalBac
     assert outcome.kind == "applied" and outcome.summary is not None
     assert LearnedMemories(backend.store).ledger.usage(outcome.summary.created_at.date().isoformat()) == 1000
     # what was spent counts against the budget of later calls
-    await backend.add_turns([turn(2, "Staging is in eu-west.")])
+    await backend.conversation.add([turn(2, "Staging is in eu-west.")])
     tight = JobSettings(daily_budget=1000 + 200)
     assert (await run(backend, ScriptedModel(GOOD), tight)).kind == "deferred"
 

@@ -43,7 +43,7 @@ def _learn(backend: LocalBackend, *ops: tuple[str, str, str | None]) -> str:
 
 
 def _generate(backend: LocalBackend) -> tuple[tuple[str, ...], tuple[str, ...]]:
-    report = write_generated(LearnedMemories(backend.store), backend.notes, backend.root)
+    report = write_generated(LearnedMemories(backend.store), backend.note_files, backend.root)
     return report.written, report.kept
 
 
@@ -60,18 +60,18 @@ async def test_the_profile_and_project_notes_hold_only_active_memories(backend: 
     profile = (backend.root / PROFILE_FILENAME).read_text(encoding="utf-8")
     assert "answers in Chinese" in profile and "backend engineer" in profile
     assert "PostgreSQL" not in profile  # project memories go to the project's note
-    [entry] = await backend.list_scenarios()
+    [entry] = await backend.notes.list_scenarios()
     assert entry.path.startswith("learned/shop-") and "PostgreSQL" in entry.summary
-    note = await backend.read_scenario(entry.path)
+    note = await backend.notes.read_scenario(entry.path)
     assert "## Decisions" in note.content and "## Pitfalls" in note.content
     assert _generate(backend) == ((), ())  # nothing changed: nothing rewritten
 
 
 async def test_the_users_profile_comes_first_and_wins(backend: LocalBackend) -> None:
-    backend.write_profile("# Me\nI answer in English only.\n")
+    backend.notes.write_profile("# Me\nI answer in English only.\n")
     _learn(backend, ("preference", "The user wants answers in Chinese.", None))
     _generate(backend)
-    profile = await backend.read_profile()
+    profile = await backend.notes.read_profile()
     assert profile is not None
     own, learned = profile.content.index("English only"), profile.content.index("answers in Chinese")
     assert own < learned and "that one holds" in profile.content
@@ -108,5 +108,5 @@ async def test_undo_of_the_only_job_removes_the_generated_files(backend: LocalBa
     _generate(backend)
     LearnedMemories(backend.store).ledger.undo_job(job)
     written, _ = _generate(backend)
-    assert not (backend.root / PROFILE_FILENAME).exists() and await backend.list_scenarios() == []
+    assert not (backend.root / PROFILE_FILENAME).exists() and await backend.notes.list_scenarios() == []
     assert "profile" in written

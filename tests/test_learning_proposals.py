@@ -29,8 +29,8 @@ async def backend(tmp_path: Path) -> AsyncIterator[LocalBackend]:
 
 
 async def _proposed(backend: LocalBackend) -> str:
-    await backend.save_atomic(OLD, "fact", "user")  # saved by hand: learning may only propose
-    await backend.add_turns([turn(1, "We moved to PostgreSQL.")])
+    await backend.memories.save(OLD, "fact", "user")  # saved by hand: learning may only propose
+    await backend.conversation.add([turn(1, "We moved to PostgreSQL.")])
     model = ScriptedModel(
         extract(("decision", NEW, ["t1"])),
         decide({"new": "n1", "action": "supersede", "targets": ["m1"]}),
@@ -65,7 +65,7 @@ async def test_accepting_replaces_the_saved_memory_as_the_users_own_and_undo_res
     old = rows[report.replaced[0]]
     assert old.superseded_by == report.memory_id and old.valid_to is not None
     assert review.pending() == []
-    found = await backend.search_atomic("PostgreSQL", 5)
+    found = await backend.memories.search("PostgreSQL", 5)
     assert [m.content for m in found] == [NEW]
     # the change is a job of its own: undo puts the saved memory back
     [job] = memories.ledger.jobs(1)
@@ -94,7 +94,7 @@ async def test_a_proposal_about_a_memory_changed_since_is_no_longer_pending(back
     await _proposed(backend)
     review = ProposalReview(backend.store)
     [proposal] = review.pending()
-    await backend.edit_atomic(proposal.targets[0].memory_id, "The project uses MariaDB.", "fact")
+    await backend.memories.edit(proposal.targets[0].memory_id, "The project uses MariaDB.", "fact")
     assert review.pending() == []
     with pytest.raises(BackendRejected, match="changed since"):
         review.accept(proposal.proposal_id)
@@ -111,7 +111,7 @@ async def test_accept_refuses_when_an_equal_memory_is_already_stored(backend: Lo
     await _proposed(backend)
     review = ProposalReview(backend.store)
     [proposal] = review.pending()
-    await backend.save_atomic(NEW, "decision", "user")
+    await backend.memories.save(NEW, "decision", "user")
     with pytest.raises(BackendRejected, match="equal memory"):
         review.accept(proposal.proposal_id)
     assert sorted(active_texts(backend)) == sorted([OLD, NEW])

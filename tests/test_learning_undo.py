@@ -26,9 +26,9 @@ async def backend(tmp_path: Path) -> AsyncIterator[LocalBackend]:
 
 
 async def _mysql_then_postgres(backend: LocalBackend) -> tuple[str, str]:
-    await backend.add_turns([turn(1, "Our backend uses MySQL.")])
+    await backend.conversation.add([turn(1, "Our backend uses MySQL.")])
     first = await run(backend, ScriptedModel(extract(("fact", MYSQL, ["t1"]))))
-    await backend.add_turns([turn(2, "We moved from MySQL to PostgreSQL.")])
+    await backend.conversation.add([turn(2, "We moved from MySQL to PostgreSQL.")])
     second = await run(
         backend,
         ScriptedModel(
@@ -47,7 +47,7 @@ async def test_undo_of_a_supersede_restores_the_previous_state(backend: LocalBac
     report = learned.ledger.undo_job(second)
     assert len(report.removed) == 1 and len(report.restored) == 1
     assert active_texts(backend) == [MYSQL]
-    assert [m.content for m in await backend.search_atomic("database", 5)] == [MYSQL]
+    assert [m.content for m in await backend.memories.search("database", 5)] == [MYSQL]
     with sqlite3.connect(backend.root / DB_FILENAME) as conn:
         assert conn.execute("SELECT count(*) FROM atomic WHERE content = ?", (POSTGRES,)).fetchone()[0] == 0
         assert conn.execute("SELECT valid_to, superseded_by FROM atomic").fetchall() == [(None, None)]
@@ -119,8 +119,8 @@ async def test_a_version_2_store_migrates_its_memories_as_active_with_their_orig
             ("at-1", "user", True),
             ("at-2", "model-tool", True),
         }
-        assert [m.id for m in await store.search_atomic("pnpm", 5)] == ["at-2"]
-        saved = await store.save_atomic("The user picks decisions carefully", "decision", "user")
+        assert [m.id for m in await store.memories.search("pnpm", 5)] == ["at-2"]
+        saved = await store.memories.save("The user picks decisions carefully", "decision", "user")
         assert saved.created
     finally:
         await store.close()
@@ -128,7 +128,7 @@ async def test_a_version_2_store_migrates_its_memories_as_active_with_their_orig
 
 async def test_an_equal_text_may_be_said_again_after_it_was_superseded(backend: LocalBackend) -> None:
     await _mysql_then_postgres(backend)
-    saved = await backend.save_atomic(MYSQL, "fact", "user")  # the team moved back
+    saved = await backend.memories.save(MYSQL, "fact", "user")  # the team moved back
     assert saved.created
     assert sorted(active_texts(backend)) == sorted([MYSQL, POSTGRES])
 
@@ -147,7 +147,7 @@ async def test_recall_shows_only_the_current_memory_with_its_kind_and_date(backe
 async def test_forgetting_a_memory_also_deletes_what_it_superseded(backend: LocalBackend) -> None:
     await _mysql_then_postgres(backend)
     [current] = LearnedMemories(backend.store).active()
-    report = await backend.delete_atomic([current.memory_id])
+    report = await backend.memories.delete([current.memory_id])
     assert current.memory_id in report.deleted and len(report.deleted) == 2 and report.failed == ()
     with sqlite3.connect(backend.root / DB_FILENAME) as conn:
         assert conn.execute("SELECT count(*) FROM atomic").fetchone()[0] == 0

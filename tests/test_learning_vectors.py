@@ -59,17 +59,17 @@ async def test_a_version_3_store_keeps_its_tags_vectors_and_vector_triggers(tmp_
     try:
         [row] = LearnedMemories(backend.store).active()
         assert (row.memory_id, row.origin) == ("at-1", "user")
-        assert [m.id for m in await backend.search_atomic("codestyle", 5)] == ["at-1"]  # the tag
+        assert [m.id for m in await backend.memories.search("codestyle", 5)] == ["at-1"]  # the tag
         with sqlite3.connect(db) as conn:
             triggers = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'trigger'")}
             assert {"atomic_vector_delete", "atomic_vector_stale"} <= triggers
             assert conn.execute("SELECT tags FROM atomic").fetchone()[0] == "codestyle"
             assert conn.execute("SELECT count(*) FROM atomic_vectors").fetchone()[0] == 1
-        await backend.edit_atomic("at-1", "no magic numbers, ever", "preference")
+        await backend.memories.edit("at-1", "no magic numbers, ever", "preference")
         with sqlite3.connect(db) as conn:  # an edited text drops its stale vector
             assert conn.execute("SELECT count(*) FROM atomic_vectors").fetchone()[0] == 0
             conn.execute("INSERT INTO atomic_vectors(row_id, vec) VALUES (1, zeroblob(1024))")
-        await backend.delete_atomic(["at-1"])
+        await backend.memories.delete(["at-1"])
         with sqlite3.connect(db) as conn:  # forgetting leaves no vector behind
             assert conn.execute("SELECT count(*) FROM atomic_vectors").fetchone()[0] == 0
     finally:
@@ -79,9 +79,9 @@ async def test_a_version_3_store_keeps_its_tags_vectors_and_vector_triggers(tmp_
 async def _supersede(root: Path) -> None:
     backend = LocalBackend(root)
     try:
-        await backend.add_turns([turn(1, "Our backend uses MySQL.")])
+        await backend.conversation.add([turn(1, "Our backend uses MySQL.")])
         await run(backend, ScriptedModel(extract(("fact", MYSQL, ["t1"]))))
-        await backend.add_turns([turn(2, "We moved from MySQL to PostgreSQL.")])
+        await backend.conversation.add([turn(2, "We moved from MySQL to PostgreSQL.")])
         second = await run(
             backend,
             ScriptedModel(
@@ -131,10 +131,10 @@ async def test_an_edit_is_checked_against_active_memories_only_and_becomes_the_u
     [current] = LearnedMemories(backend.store).active()
     assert current.origin == "learned"
     # the superseded memory says MYSQL: history, not a twin
-    assert (await backend.edit_atomic(current.memory_id, MYSQL, "fact")).changed
+    assert (await backend.memories.edit(current.memory_id, MYSQL, "fact")).changed
     [edited] = LearnedMemories(backend.store).active()
     assert (edited.memory_id, edited.text, edited.origin) == (current.memory_id, MYSQL, "user")
-    other = await backend.save_atomic("Deploys run on Fridays", "fact", "user")
+    other = await backend.memories.save("Deploys run on Fridays", "fact", "user")
     with pytest.raises(BackendRejected):
-        await backend.edit_atomic(other.id, MYSQL, "fact")  # an active memory already says it
-    assert [m.id for m in await backend.list_atomic(10)] == [other.id, current.memory_id]  # no history
+        await backend.memories.edit(other.id, MYSQL, "fact")  # an active memory already says it
+    assert [m.id for m in await backend.memories.list(10)] == [other.id, current.memory_id]  # no history

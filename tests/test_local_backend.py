@@ -29,9 +29,9 @@ from pi_memory_bridge.backends.base import (
     ToolEvidence,
 )
 from pi_memory_bridge.backends.local import DB_FILENAME, LocalBackend
+from pi_memory_bridge.backends.local.atomic_rows import content_key
 from pi_memory_bridge.backends.local.notes import summarize
 from pi_memory_bridge.backends.local.schema import LATEST_VERSION, MIGRATIONS
-from pi_memory_bridge.backends.local.store import content_key
 
 T0 = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
 
@@ -94,7 +94,7 @@ async def test_a_version_1_store_is_migrated_and_keeps_its_turns(tmp_path: Path)
     conn.commit()
     conn.close()
     store = LocalBackend(tmp_path)
-    await store.add_turns([turn("t-new", "tools arrive with schema 2")])
+    await store.conversation.add([turn("t-new", "tools arrive with schema 2")])
     await store.close()
     with _db(tmp_path) as conn:
         assert conn.execute("SELECT tools_json FROM turns WHERE turn_id = 't-new'").fetchone()[0] == "[]"
@@ -103,7 +103,7 @@ async def test_a_version_1_store_is_migrated_and_keeps_its_turns(tmp_path: Path)
 async def test_tool_evidence_is_stored_with_the_turn(backend: LocalBackend) -> None:
     evidence = ToolEvidence("call_1", "bash", '{"command": "make"}', "ok", False)
     base = turn("t-tools", "build it")
-    await backend.add_turns([replace(base, tools=(evidence,))])
+    await backend.conversation.add([replace(base, tools=(evidence,))])
     with _db(backend.root) as conn:
         stored = json.loads(
             conn.execute("SELECT tools_json FROM turns WHERE turn_id = 't-tools'").fetchone()[0]
@@ -136,7 +136,7 @@ async def test_calls_after_close_raise_unavailable(tmp_path: Path) -> None:
     store = LocalBackend(tmp_path)
     await store.close()
     with pytest.raises(BackendUnavailable, match="closed"):
-        await store.search_conversation("go", 4)
+        await store.conversation.search("go", 4)
 
 
 # --- L0 ----------------------------------------------------------------------------------------
@@ -144,51 +144,51 @@ async def test_calls_after_close_raise_unavailable(tmp_path: Path) -> None:
 
 async def test_add_turns_is_idempotent_by_turn_id(backend: LocalBackend) -> None:
     first = turn("t1", "deploy with argo")
-    await backend.add_turns([first, first])
-    await backend.add_turns([turn("t1", "a different text"), turn("t2", "second")])
+    await backend.conversation.add([first, first])
+    await backend.conversation.add([turn("t1", "a different text"), turn("t2", "second")])
     status = await backend.status()
     assert status.counts["turns"] == 2
-    hits = await backend.search_conversation("argo", 4)
+    hits = await backend.conversation.search("argo", 4)
     assert [h.user_text for h in hits] == ["deploy with argo"]
 
 
 async def test_stored_turn_ids_answers_which_exist(backend: LocalBackend) -> None:
-    await backend.add_turns([turn("t1", "a"), turn("t2", "b")])
-    assert await backend.stored_turn_ids(["t1", "t3", "t2", "t1"]) == {"t1", "t2"}
-    assert await backend.stored_turn_ids([]) == set()
+    await backend.conversation.add([turn("t1", "a"), turn("t2", "b")])
+    assert await backend.conversation.stored_ids(["t1", "t3", "t2", "t1"]) == {"t1", "t2"}
+    assert await backend.conversation.stored_ids([]) == set()
     many = [f"x{i}" for i in range(1500)] + ["t2"]
-    assert await backend.stored_turn_ids(many) == {"t2"}
+    assert await backend.conversation.stored_ids(many) == {"t2"}
 
 
 async def test_empty_turn_id_is_rejected(backend: LocalBackend) -> None:
     with pytest.raises(BackendRejected):
-        await backend.add_turns([turn("", "x")])
+        await backend.conversation.add([turn("", "x")])
 
 
 async def test_seed_scenario_chinese_question_finds_the_preference(backend: LocalBackend) -> None:
-    await backend.add_turns(
+    await backend.conversation.add(
         [
             turn("seed", "我负责后端，用 Go，最讨厌魔法数字", "记住了：后端用 Go，避免魔法数字。"),
             turn("other", "帮我看看前端的样式表", "样式表已经整理好了。"),
             turn("en", "How do I run the tests?", "Run make test."),
         ]
     )
-    hits = await backend.search_conversation("我讨厌什么代码风格？", 4)
+    hits = await backend.conversation.search("我讨厌什么代码风格？", 4)
     assert hits and hits[0].turn_id == "seed"
     for word in ["讨厌", "魔法", "数字"]:
-        assert [h.turn_id for h in await backend.search_conversation(word, 4)] == ["seed"]
+        assert [h.turn_id for h in await backend.conversation.search(word, 4)] == ["seed"]
 
 
 async def test_hits_carry_the_stored_fields_ranked_by_score(backend: LocalBackend) -> None:
     other_zone = datetime(2026, 3, 1, 20, 0, tzinfo=timezone(timedelta(hours=8)))
-    await backend.add_turns(
+    await backend.conversation.add(
         [
             ConversationTurn("a", "mem-a", "retry policy for payments", "use backoff", other_zone),
             turn("b", "retry retry retry policy policy for payments with jitter", "sure", minutes=5),
             turn("c", "unrelated question about css", "answer"),
         ]
     )
-    hits = await backend.search_conversation("payments retry policy", 4)
+    hits = await backend.conversation.search("payments retry policy", 4)
     assert {h.turn_id for h in hits} == {"a", "b"}
     assert hits[0].score >= hits[1].score > 0
     by_id = {h.turn_id: h for h in hits}
@@ -199,36 +199,36 @@ async def test_hits_carry_the_stored_fields_ranked_by_score(backend: LocalBacken
 
 
 async def test_identifiers_and_paths_are_searchable(backend: LocalBackend) -> None:
-    await backend.add_turns(
+    await backend.conversation.add(
         [
             turn("id", "rename parseHTTPResponse in src/net/client.go", "done"),
             turn("snake", "max_retry_count should come from config", "moved it"),
             turn("noise", "general chat about lunch", "pizza"),
         ]
     )
-    assert (await backend.search_conversation("parseHTTPResponse", 4))[0].turn_id == "id"
-    assert (await backend.search_conversation("the http response parser", 4))[0].turn_id == "id"
-    assert (await backend.search_conversation("client.go", 4))[0].turn_id == "id"
-    assert (await backend.search_conversation("retry count", 4))[0].turn_id == "snake"
+    assert (await backend.conversation.search("parseHTTPResponse", 4))[0].turn_id == "id"
+    assert (await backend.conversation.search("the http response parser", 4))[0].turn_id == "id"
+    assert (await backend.conversation.search("client.go", 4))[0].turn_id == "id"
+    assert (await backend.conversation.search("retry count", 4))[0].turn_id == "snake"
 
 
 async def test_stop_words_alone_find_nothing(backend: LocalBackend) -> None:
-    await backend.add_turns([turn("t", "what is the thing that you said", "it is what it is")])
-    assert await backend.search_conversation("what is the", 4) == []
-    assert await backend.search_conversation("我的是什么", 4) == []
-    assert await backend.search_conversation("", 4) == []
+    await backend.conversation.add([turn("t", "what is the thing that you said", "it is what it is")])
+    assert await backend.conversation.search("what is the", 4) == []
+    assert await backend.conversation.search("我的是什么", 4) == []
+    assert await backend.conversation.search("", 4) == []
 
 
 async def test_limit_is_respected(backend: LocalBackend) -> None:
-    await backend.add_turns([turn(f"t{i}", f"deploy step {i}") for i in range(10)])
-    assert len(await backend.search_conversation("deploy", 3)) == 3
-    assert await backend.search_conversation("deploy", 0) == []
+    await backend.conversation.add([turn(f"t{i}", f"deploy step {i}") for i in range(10)])
+    assert len(await backend.conversation.search("deploy", 3)) == 3
+    assert await backend.conversation.search("deploy", 0) == []
 
 
 async def test_a_one_megabyte_query_finds_the_turn(backend: LocalBackend) -> None:
-    await backend.add_turns([turn("t", "parse the config and retry the query", "ok")])
+    await backend.conversation.add([turn("t", "parse the config and retry the query", "ok")])
     huge = "parse the config and retry the 数据库 query " * 25_000
-    hits = await backend.search_conversation(huge, 4)  # its speed: bench/bench_bounds.py
+    hits = await backend.conversation.search(huge, 4)  # its speed: bench/bench_bounds.py
     assert [h.turn_id for h in hits] == ["t"]
 
 
@@ -236,9 +236,9 @@ async def test_a_one_megabyte_query_finds_the_turn(backend: LocalBackend) -> Non
 
 
 async def test_save_atomic_dedupes_normalized_content(backend: LocalBackend) -> None:
-    first = await backend.save_atomic("User hates magic numbers.", "preference", "user")
-    again = await backend.save_atomic("  user HATES   magic numbers ", "fact", "model")
-    other = await backend.save_atomic("User hates magic strings.", "preference", "user")
+    first = await backend.memories.save("User hates magic numbers.", "preference", "user")
+    again = await backend.memories.save("  user HATES   magic numbers ", "fact", "model")
+    other = await backend.memories.save("User hates magic strings.", "preference", "user")
     assert first.created and not again.created and other.created
     assert again.id == first.id != other.id
     assert (await backend.status()).counts["atomic"] == 2
@@ -252,25 +252,25 @@ def test_content_key_folds_case_whitespace_and_punctuation() -> None:
 
 async def test_save_atomic_validates_type_and_content(backend: LocalBackend) -> None:
     with pytest.raises(BackendRejected, match="type"):
-        await backend.save_atomic("x", "opinion", "user")
+        await backend.memories.save("x", "opinion", "user")
     with pytest.raises(BackendRejected, match="empty"):
-        await backend.save_atomic(" ... ", "fact", "user")
+        await backend.memories.save(" ... ", "fact", "user")
     with pytest.raises(BackendRejected, match="too long"):
-        await backend.save_atomic("x" * 20_000, "fact", "user")
+        await backend.memories.save("x" * 20_000, "fact", "user")
     with pytest.raises(BackendRejected, match="type"):
-        await backend.search_atomic("x", 4, type="opinion")
+        await backend.memories.search("x", 4, type="opinion")
 
 
 async def test_search_atomic_ranks_and_filters_by_type(backend: LocalBackend) -> None:
-    await backend.save_atomic("后端用 Go，讨厌魔法数字", "preference", "user")
-    await backend.save_atomic("The payments service runs Go 1.21", "fact", "model")
-    await backend.save_atomic("Never force-push to main", "constraint", "user")
-    found = await backend.search_atomic("我讨厌什么？", 6)
+    await backend.memories.save("后端用 Go，讨厌魔法数字", "preference", "user")
+    await backend.memories.save("The payments service runs Go 1.21", "fact", "model")
+    await backend.memories.save("Never force-push to main", "constraint", "user")
+    found = await backend.memories.search("我讨厌什么？", 6)
     assert [m.content for m in found] == ["后端用 Go，讨厌魔法数字"]
     assert found[0].type == "preference" and found[0].source == "user" and found[0].score > 0
-    both = await backend.search_atomic("go", 6)
+    both = await backend.memories.search("go", 6)
     assert len(both) == 2
-    facts = await backend.search_atomic("go", 6, type="fact")
+    facts = await backend.memories.search("go", 6, type="fact")
     assert [m.type for m in facts] == ["fact"]
     assert facts[0].created_at.tzinfo is not None
 
@@ -283,15 +283,15 @@ def _file_bytes(root: Path) -> bytes:
 
 
 async def test_delete_conversation_removes_rows_and_index_entries(backend: LocalBackend) -> None:
-    await backend.add_turns(
+    await backend.conversation.add(
         [turn("secret", "my zebracorn password hint", "noted zebracorn"), turn("keep", "zebra notes", "fine")]
     )
     assert b"zebracorn" in _file_bytes(backend.root)
-    report = await backend.delete_conversation(["secret", "missing"])
+    report = await backend.conversation.delete(["secret", "missing"])
     assert report.deleted == ("secret",)
     assert report.failed == (("missing", "not found"),)
-    assert await backend.search_conversation("zebracorn", 4) == []
-    assert await backend.stored_turn_ids(["secret", "keep"]) == {"keep"}
+    assert await backend.conversation.search("zebracorn", 4) == []
+    assert await backend.conversation.stored_ids(["secret", "keep"]) == {"keep"}
     with _db(backend.root) as conn:
         assert (
             conn.execute("SELECT count(*) FROM turns_fts WHERE turns_fts MATCH 'zebracorn'").fetchone()[0]
@@ -306,11 +306,11 @@ async def test_delete_conversation_removes_rows_and_index_entries(backend: Local
 
 
 async def test_delete_atomic_removes_rows_and_index_entries(backend: LocalBackend) -> None:
-    saved = await backend.save_atomic("the quokkaphone codename is secret", "fact", "user")
-    report = await backend.delete_atomic([saved.id, "at-unknown"])
+    saved = await backend.memories.save("the quokkaphone codename is secret", "fact", "user")
+    report = await backend.memories.delete([saved.id, "at-unknown"])
     assert report.deleted == (saved.id,)
     assert report.failed == (("at-unknown", "not found"),)
-    assert await backend.search_atomic("quokkaphone", 4) == []
+    assert await backend.memories.search("quokkaphone", 4) == []
     with _db(backend.root) as conn:
         assert (
             conn.execute("SELECT count(*) FROM atomic_fts WHERE atomic_fts MATCH 'quokkaphone'").fetchone()[0]
@@ -318,7 +318,7 @@ async def test_delete_atomic_removes_rows_and_index_entries(backend: LocalBacken
         )
     assert b"quokkaphone" not in _file_bytes(backend.root)
     # the same content can be saved again afterwards
-    assert (await backend.save_atomic("the quokkaphone codename is secret", "fact", "user")).created
+    assert (await backend.memories.save("the quokkaphone codename is secret", "fact", "user")).created
 
 
 # --- L2 ----------------------------------------------------------------------------------------
@@ -333,8 +333,8 @@ def test_summary_prefers_front_matter_then_heading_then_paragraph() -> None:
 
 async def test_list_scenarios_walks_l2_and_tolerates_bad_files(backend: LocalBackend, tmp_path: Path) -> None:
     l2 = backend.root / "l2"
-    backend.write_scenario("backend/go-style.md", "---\nsummary: 后端 Go 代码风格\n---\n不要魔法数字\n")
-    backend.write_scenario("deploy.md", "# Deploy convention\nArgo CD only.\n")
+    backend.notes.write_scenario("backend/go-style.md", "---\nsummary: 后端 Go 代码风格\n---\n不要魔法数字\n")
+    backend.notes.write_scenario("deploy.md", "# Deploy convention\nArgo CD only.\n")
     (l2 / "notes.txt").write_text("not markdown")
     (l2 / "binary.md").write_bytes(b"\x00\x01\x02")
     (l2 / "dir.md").mkdir()
@@ -345,7 +345,7 @@ async def test_list_scenarios_walks_l2_and_tolerates_bad_files(backend: LocalBac
     (l2 / ".hidden").mkdir()
     (l2 / ".hidden" / "x.md").write_text("# hidden")
 
-    entries = await backend.list_scenarios()
+    entries = await backend.notes.list_scenarios()
     assert [(e.path, e.summary) for e in entries] == [
         ("deploy.md", "Deploy convention"),
         ("backend/go-style.md", "后端 Go 代码风格"),
@@ -357,25 +357,25 @@ async def test_list_scenarios_walks_l2_and_tolerates_bad_files(backend: LocalBac
 
 
 async def test_list_scenarios_without_l2_folder_is_empty(backend: LocalBackend) -> None:
-    assert await backend.list_scenarios() == []
+    assert await backend.notes.list_scenarios() == []
 
 
 async def test_list_scenarios_sees_edits(backend: LocalBackend) -> None:
-    backend.write_scenario("a.md", "# First")
-    assert (await backend.list_scenarios())[0].summary == "First"
+    backend.notes.write_scenario("a.md", "# First")
+    assert (await backend.notes.list_scenarios())[0].summary == "First"
     path = backend.root / "l2" / "a.md"
     path.write_text("# Second title")
     os.utime(path, ns=(time.time_ns(), time.time_ns() + 1_000_000_000))
-    assert (await backend.list_scenarios())[0].summary == "Second title"
+    assert (await backend.notes.list_scenarios())[0].summary == "Second title"
 
 
 async def test_read_scenario_returns_the_note(backend: LocalBackend) -> None:
-    backend.write_scenario("backend/go-style.md", "# Go style\nNo magic numbers.\n")
-    note = await backend.read_scenario("backend/go-style.md")
+    backend.notes.write_scenario("backend/go-style.md", "# Go style\nNo magic numbers.\n")
+    note = await backend.notes.read_scenario("backend/go-style.md")
     assert note.path == "backend/go-style.md"
     assert note.summary == "Go style"
     assert "No magic numbers." in note.content
-    assert (await backend.read_scenario("./backend/go-style.md")).path == "backend/go-style.md"
+    assert (await backend.notes.read_scenario("./backend/go-style.md")).path == "backend/go-style.md"
 
 
 @pytest.mark.parametrize(
@@ -393,52 +393,52 @@ async def test_read_scenario_returns_the_note(backend: LocalBackend) -> None:
     ],
 )
 async def test_read_scenario_refuses_paths_leaving_l2(backend: LocalBackend, bad: str) -> None:
-    backend.write_profile("# profile")
+    backend.notes.write_profile("# profile")
     with pytest.raises(BackendRejected):
-        await backend.read_scenario(bad)
+        await backend.notes.read_scenario(bad)
     with pytest.raises(BackendRejected):
-        backend.write_scenario(bad, "x")
+        backend.notes.write_scenario(bad, "x")
 
 
 async def test_read_scenario_refuses_symlinks_out_of_l2(backend: LocalBackend, tmp_path: Path) -> None:
     secret = tmp_path / "secret.md"
     secret.write_text("# secret")
-    backend.write_scenario("inside.md", "# inside")
+    backend.notes.write_scenario("inside.md", "# inside")
     (backend.root / "l2" / "link.md").symlink_to(secret)
     (backend.root / "l2" / "linkdir").symlink_to(tmp_path)
     (backend.root / "l2" / "alias.md").symlink_to(backend.root / "l2" / "inside.md")
     with pytest.raises(BackendRejected, match="symlink"):
-        await backend.read_scenario("link.md")
+        await backend.notes.read_scenario("link.md")
     with pytest.raises(BackendRejected, match="symlink"):
-        await backend.read_scenario("linkdir/secret.md")
-    assert (await backend.read_scenario("alias.md")).summary == "inside"
+        await backend.notes.read_scenario("linkdir/secret.md")
+    assert (await backend.notes.read_scenario("alias.md")).summary == "inside"
 
 
 async def test_read_scenario_missing_note_is_rejected(backend: LocalBackend) -> None:
     with pytest.raises(BackendRejected, match="no scenario note"):
-        await backend.read_scenario("missing.md")
+        await backend.notes.read_scenario("missing.md")
 
 
 # --- L3 ----------------------------------------------------------------------------------------
 
 
 async def test_profile_absent_blank_and_present(backend: LocalBackend) -> None:
-    assert await backend.read_profile() is None
-    backend.write_profile("  \n")
-    assert await backend.read_profile() is None
-    backend.write_profile("# Me\n后端工程师，用 Go。\n")
-    profile = await backend.read_profile()
+    assert await backend.notes.read_profile() is None
+    backend.notes.write_profile("  \n")
+    assert await backend.notes.read_profile() is None
+    backend.notes.write_profile("# Me\n后端工程师，用 Go。\n")
+    profile = await backend.notes.read_profile()
     assert profile is not None and "用 Go" in profile.content
 
 
 async def test_unreadable_profile_raises_a_backend_error(backend: LocalBackend) -> None:
     (backend.root / "profile.md").write_bytes(b"# ok\n\xff\xfe not utf-8")
     with pytest.raises(BackendCorrupt, match="UTF-8"):
-        await backend.read_profile()
+        await backend.notes.read_profile()
     (backend.root / "profile.md").unlink()
     (backend.root / "profile.md").mkdir()
     with pytest.raises(BackendUnavailable, match="profile"):
-        await backend.read_profile()
+        await backend.notes.read_profile()
     status = await backend.status()
     assert status.ok and any("profile" in p for p in status.problems)
 
@@ -447,10 +447,10 @@ async def test_unreadable_profile_raises_a_backend_error(backend: LocalBackend) 
 
 
 async def test_status_counts_everything(backend: LocalBackend) -> None:
-    await backend.add_turns([turn("a", "x1"), turn("b", "x2")])
-    await backend.save_atomic("fact one", "fact", "user")
-    backend.write_scenario("s.md", "# S")
-    backend.write_profile("# P")
+    await backend.conversation.add([turn("a", "x1"), turn("b", "x2")])
+    await backend.memories.save("fact one", "fact", "user")
+    backend.notes.write_scenario("s.md", "# S")
+    backend.notes.write_profile("# P")
     status = await backend.status()
     assert status.ok and status.backend == "local" and status.problems == ()
     assert status.counts == {"turns": 2, "atomic": 1, "scenarios": 1, "profile": 1}
@@ -467,22 +467,24 @@ def test_random_bytes_database_raises_corrupt_at_construction(tmp_path: Path) ->
 
 async def test_truncated_database_raises_corrupt(tmp_path: Path) -> None:
     store = LocalBackend(tmp_path)
-    await store.add_turns([turn(f"t{i}", f"turn number {i} " + "filler text " * 80) for i in range(300)])
+    await store.conversation.add(
+        [turn(f"t{i}", f"turn number {i} " + "filler text " * 80) for i in range(300)]
+    )
     await store.close()
     db = tmp_path / DB_FILENAME
     with db.open("r+b") as handle:
         handle.truncate(db.stat().st_size // 2)
     with pytest.raises(BackendCorrupt):
         reopened = LocalBackend(tmp_path)
-        await reopened.search_conversation("filler number", 4)
+        await reopened.conversation.search("filler number", 4)
 
 
 async def test_damaged_index_makes_searches_raise_corrupt(backend: LocalBackend) -> None:
-    await backend.add_turns([turn(f"t{i}", f"deploy note {i} " * 20) for i in range(50)])
+    await backend.conversation.add([turn(f"t{i}", f"deploy note {i} " * 20) for i in range(50)])
     with _db(backend.root) as conn:
         conn.execute("UPDATE turns_fts_data SET block = randomblob(length(block)) WHERE id > 10")
     with pytest.raises(BackendCorrupt):
-        await backend.search_conversation("deploy note", 4)
+        await backend.conversation.search("deploy note", 4)
     status = await backend.status()
     assert status.counts["turns"] == 50  # the rows themselves are fine
 
@@ -516,18 +518,18 @@ def lock_held_by_another_process(db: Path, mode: str) -> Iterator[None]:
 
 
 async def test_writes_past_busy_timeout_raise_unavailable_while_reads_go_on(backend: LocalBackend) -> None:
-    await backend.add_turns([turn("t1", "deploy with argo")])
+    await backend.conversation.add([turn("t1", "deploy with argo")])
     with lock_held_by_another_process(backend.root / DB_FILENAME, "write"):
         # it waits for the lock (busy_timeout) before giving up: that wait is measured in
         # bench/bench_bounds.py ("locked store gives up"), not here
         with pytest.raises(BackendUnavailable, match="locked"):
-            await backend.add_turns([turn("t2", "blocked")])
+            await backend.conversation.add([turn("t2", "blocked")])
         with pytest.raises(BackendUnavailable):
-            await backend.save_atomic("blocked too", "fact", "user")
+            await backend.memories.save("blocked too", "fact", "user")
         # WAL: readers are not blocked by a writer
-        assert [h.turn_id for h in await backend.search_conversation("argo", 4)] == ["t1"]
-    await backend.add_turns([turn("t2", "now it works")])
-    assert await backend.stored_turn_ids(["t2"]) == {"t2"}
+        assert [h.turn_id for h in await backend.conversation.search("argo", 4)] == ["t1"]
+    await backend.conversation.add([turn("t2", "now it works")])
+    assert await backend.conversation.stored_ids(["t2"]) == {"t2"}
 
 
 async def test_opening_a_store_locked_exclusively_raises_unavailable(tmp_path: Path) -> None:
@@ -543,9 +545,9 @@ async def test_opening_a_store_locked_exclusively_raises_unavailable(tmp_path: P
 
 
 async def test_concurrent_async_calls_share_the_store(backend: LocalBackend) -> None:
-    await backend.add_turns([turn("seed", "我负责后端，用 Go，最讨厌魔法数字")])
-    writes = [backend.add_turns([turn(f"w{i}", f"concurrent write {i} 讨厌")]) for i in range(20)]
-    reads = [backend.search_conversation("讨厌", 4) for _ in range(20)]
+    await backend.conversation.add([turn("seed", "我负责后端，用 Go，最讨厌魔法数字")])
+    writes = [backend.conversation.add([turn(f"w{i}", f"concurrent write {i} 讨厌")]) for i in range(20)]
+    reads = [backend.conversation.search("讨厌", 4) for _ in range(20)]
     results = await asyncio.gather(*writes, *reads)
     assert all(isinstance(r, list) and r for r in results[20:])
     assert (await backend.status()).counts["turns"] == 21
@@ -560,17 +562,17 @@ def test_two_threads_and_two_instances_write_and_read_together(tmp_path: Path) -
         store = stores[index].store
         try:
             for i in range(60):
-                store.add_turns([turn(f"{index}-{i}", f"writer {index} message {i} 数据库 migration")])
-                store.save_atomic(f"fact {index}-{i}", "fact", "test")
-                assert store.search_conversation("migration 数据库", 4)
+                store.conversation.add([turn(f"{index}-{i}", f"writer {index} message {i} 数据库 migration")])
+                store.memories.save(f"fact {index}-{i}", "fact", "test")
+                assert store.conversation.search("migration 数据库", 4)
         except BaseException as exc:
             errors.append(exc)
 
     def reader() -> None:
         try:
             for _ in range(120):
-                stores[0].store.search_conversation("writer message", 4)
-                stores[1].store.search_atomic("fact", 4)
+                stores[0].store.conversation.search("writer message", 4)
+                stores[1].store.memories.search("fact", 4)
         except BaseException as exc:
             errors.append(exc)
 
@@ -592,7 +594,7 @@ def test_two_threads_and_two_instances_write_and_read_together(tmp_path: Path) -
 
 async def test_a_store_indexed_by_another_tokenizer_version_is_reindexed(tmp_path: Path) -> None:
     store = LocalBackend(tmp_path)
-    await store.add_turns([turn("t", "最讨厌魔法数字", "noted")])
+    await store.conversation.add([turn("t", "最讨厌魔法数字", "noted")])
     await store.close()
     with _db(tmp_path) as conn:
         # what an older tokenizer might have left: other tokens, and an old version mark
@@ -600,8 +602,8 @@ async def test_a_store_indexed_by_another_tokenizer_version_is_reindexed(tmp_pat
         conn.execute("UPDATE meta SET value = '0' WHERE key = 'tokenizer_version'")
     reopened = LocalBackend(tmp_path)
     try:
-        assert [h.turn_id for h in await reopened.search_conversation("讨厌", 4)] == ["t"]
-        assert await reopened.search_conversation("stale", 4) == []
+        assert [h.turn_id for h in await reopened.conversation.search("讨厌", 4)] == ["t"]
+        assert await reopened.conversation.search("stale", 4) == []
         with _db(tmp_path) as conn:
             assert conn.execute("SELECT count(*) FROM turns_df WHERE term = 'stale'").fetchone()[0] == 0
     finally:

@@ -50,7 +50,7 @@ def test_tags_and_questions_are_capped_and_optional() -> None:
 async def test_a_secret_in_a_question_drops_the_memory(tmp_path: Path) -> None:
     backend = LocalBackend(tmp_path)
     try:
-        await backend.add_turns([turn(1, "I hate magic numbers."), turn(2, "deploy key")])
+        await backend.conversation.add([turn(1, "I hate magic numbers."), turn(2, "deploy key")])
         answer = extract(
             _memory(STYLE, tags=["code style"], questions=["Which constants?"]),
             _memory(
@@ -74,7 +74,7 @@ async def test_questions_lift_a_paraphrase_and_go_with_their_memory(
 ) -> None:
     backend = LocalBackend(tmp_path, embeddings=model_handle)
     try:
-        await backend.add_turns([turn(1, "I hate magic numbers."), turn(2, "HTTP helpers")])
+        await backend.conversation.add([turn(1, "I hate magic numbers."), turn(2, "HTTP helpers")])
         questions = ["Should literal numbers in code get a name?", "代码里能直接写数字常量吗？"]
         answer = extract(
             _memory(STYLE, tags=["code style", "代码风格"], questions=questions),
@@ -89,20 +89,20 @@ async def test_questions_lift_a_paraphrase_and_go_with_their_memory(
         semantic.worker.drain(encoder)
         db = tmp_path / DB_FILENAME
         assert _count(db, "SELECT count(*) FROM atomic_question_vectors") == 3
-        [style] = [m for m in await backend.search_atomic(ASKED, 5) if m.content == STYLE]
+        [style] = [m for m in await backend.memories.search(ASKED, 5) if m.content == STYLE]
         semantic.l1_params = semantic.l1_params.__class__(
             keyword_weight=semantic.l1_params.keyword_weight,
             min_score=semantic.l1_params.min_score,
             question_weight=0.0,
         )
-        [unaided] = [m for m in await backend.search_atomic(ASKED, 5) if m.content == STYLE] or [None]
+        [unaided] = [m for m in await backend.memories.search(ASKED, 5) if m.content == STYLE] or [None]
         assert unaided is None or unaided.score < style.score  # the questions lifted it
-        await backend.edit_atomic(style.id, "Every constant gets a descriptive name.", "preference")
+        await backend.memories.edit(style.id, "Every constant gets a descriptive name.", "preference")
         # its questions were written for the old text: gone, with their vectors; the lure's stay
         assert _count(db, "SELECT count(*) FROM atomic_questions") == 1
         assert _count(db, "SELECT count(*) FROM atomic_question_vectors") == 1
-        lure = next(iter(await backend.search_atomic(LURE, 1)))
-        await backend.delete_atomic([lure.id])  # forgetting a memory forgets its questions
+        lure = next(iter(await backend.memories.search(LURE, 1)))
+        await backend.memories.delete([lure.id])  # forgetting a memory forgets its questions
         assert _count(db, "SELECT count(*) FROM atomic_questions") == 0
         assert _count(db, "SELECT count(*) FROM atomic_question_vectors") == 0
     finally:

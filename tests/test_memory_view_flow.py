@@ -56,9 +56,9 @@ async def _headless(flow: Flow) -> Step:
 
 
 async def test_browse_by_kind_edit_and_forget(backend: LocalBackend) -> None:
-    kept = await backend.save_atomic("prefers tabs over spaces", "preference", "user")
-    doomed = await backend.save_atomic("the staging db is called blue", "fact", "model")
-    backend.write_profile("Backend developer.")
+    kept = await backend.memories.save("prefers tabs over spaces", "preference", "user")
+    doomed = await backend.memories.save("the staging db is called blue", "fact", "model")
+    backend.notes.write_profile("Backend developer.")
     deps = ForgetDeps(backend, "")
     d = Driver(lambda dialog: memory_flow(deps, "", dialog))
     end = await d.run(
@@ -72,27 +72,27 @@ async def test_browse_by_kind_edit_and_forget(backend: LocalBackend) -> None:
     assert editor.raw.prefill == "prefers tabs over spaces"
     after_edit = d.steps[d.steps.index(editor) + 1]
     assert after_edit.message.startswith("edited") and "1 secret(s) redacted" in after_edit.message
-    stored = (await backend.list_atomic(5, ids=[kept.id]))[0]
+    stored = (await backend.memories.list(5, ids=[kept.id]))[0]
     assert stored.content.startswith("prefers spaces") and SECRET not in stored.content
     confirm = next(s for s in d.steps if s.kind == "confirm")
     assert "cannot be undone" in confirm.title and "staging db" in confirm.message
-    assert await backend.list_atomic(5, ids=[doomed.id]) == []
+    assert await backend.memories.list(5, ids=[doomed.id]) == []
     assert end.kind == "done" and "2 change(s)" in end.message
 
 
 async def test_not_confirmed_forgets_nothing_and_search_lists_recent_on_empty(backend: LocalBackend) -> None:
-    saved = await backend.save_atomic("uses zsh", "fact", "user")
+    saved = await backend.memories.save("uses zsh", "fact", "user")
     d = Driver(lambda dialog: memory_flow(ForgetDeps(backend, ""), "", dialog))
     end = await d.run(SEARCH, "", "~uses zsh", FORGET, False, None)
     listing = next(s for s in d.steps if s.title.startswith("Most recent"))
     assert any("uses zsh" in o for o in listing.options)
     assert any("Not confirmed" in s.message for s in d.steps)
-    assert await backend.list_atomic(5, ids=[saved.id]) != []
+    assert await backend.memories.list(5, ids=[saved.id]) != []
     assert end.kind == "done" and end.message == ""
 
 
 async def test_without_a_ui_it_prints_an_overview_and_changes_nothing(backend: LocalBackend) -> None:
-    await backend.save_atomic("likes go", "preference", "user")
+    await backend.memories.save("likes go", "preference", "user")
     step = await _headless(lambda dialog: memory_flow(ForgetDeps(backend, ""), "", dialog))
     assert step.kind == "done" and "1 memory" in step.message and "likes go" in step.message
     found = await _headless(lambda dialog: memory_flow(ForgetDeps(backend, ""), "go", dialog))

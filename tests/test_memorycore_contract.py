@@ -126,13 +126,13 @@ async def test_it_is_a_memory_backend_with_the_layers_it_implements(backend: Mem
     assert Capability.SKILLS in backend.capabilities
     assert Capability.L1_SAVE not in backend.capabilities  # MemoryCore extracts L1 itself
     with pytest.raises(BackendRejected):
-        await backend.save_atomic("x", "fact", "user")
+        await backend.memories.save("x", "fact", "user")
 
 
 async def test_turns_are_stored_with_deterministic_utc_timestamps(
     backend: MemoryCoreBackend, core: FakeMemoryCore
 ) -> None:
-    await backend.add_turns([turn(0), turn(1)])
+    await backend.conversation.add([turn(0), turn(1)])
     rows = sorted(core.rows("mem-s1"), key=lambda r: r.timestamp_ms)
     assert [r.role for r in rows] == ["user", "assistant", "user", "assistant"]
     base = timestamp_ms(T0)
@@ -143,8 +143,10 @@ async def test_turns_are_stored_with_deterministic_utc_timestamps(
 
 
 async def test_l0_search_finds_a_turn_and_pairs_its_messages(backend: MemoryCoreBackend) -> None:
-    await backend.add_turns([turn(0, "我负责后端，用 Go，最讨厌魔法数字", "记住了：后端用 Go，讨厌魔法数字")])
-    hits = await backend.search_conversation("讨厌魔法数字", 4)
+    await backend.conversation.add(
+        [turn(0, "我负责后端，用 Go，最讨厌魔法数字", "记住了：后端用 Go，讨厌魔法数字")]
+    )
+    hits = await backend.conversation.search("讨厌魔法数字", 4)
     assert len(hits) == 1
     hit = hits[0]
     assert hit.user_text == "我负责后端，用 Go，最讨厌魔法数字"
@@ -155,11 +157,11 @@ async def test_l0_search_finds_a_turn_and_pairs_its_messages(backend: MemoryCore
 
 async def test_a_redelivery_stores_nothing_twice(backend: MemoryCoreBackend, core: FakeMemoryCore) -> None:
     turns = [turn(i) for i in range(3)]
-    await backend.add_turns(turns)
-    await backend.add_turns(turns)
+    await backend.conversation.add(turns)
+    await backend.conversation.add(turns)
     assert len(core.rows()) == 6
     assert core.calls("/v3/conversation/add") == 1
-    assert await backend.stored_turn_ids([t.turn_id for t in turns] + ["never-seen"]) == {
+    assert await backend.conversation.stored_ids([t.turn_id for t in turns] + ["never-seen"]) == {
         t.turn_id for t in turns
     }
 
@@ -167,12 +169,12 @@ async def test_a_redelivery_stores_nothing_twice(backend: MemoryCoreBackend, cor
 async def test_a_first_attempt_skips_the_redelivery_check(
     backend: MemoryCoreBackend, core: FakeMemoryCore
 ) -> None:
-    await backend.add_turns([turn(0), turn(1)], first_attempt=True)
+    await backend.conversation.add([turn(0), turn(1)], first_attempt=True)
     assert core.calls("/v3/conversation/query") == 0
     assert core.calls("/v3/conversation/add") == 1
     assert len(core.rows()) == 4
     # Without the promise the check runs, and a resend stores nothing twice.
-    await backend.add_turns([turn(0), turn(1)])
+    await backend.conversation.add([turn(0), turn(1)])
     assert core.calls("/v3/conversation/query") == 1
     assert len(core.rows()) == 4
 
@@ -183,10 +185,10 @@ async def test_a_lost_response_is_recognised_on_redelivery(
     turns = [turn(0), turn(1)]
     core.inject(Fault("/v3/conversation/add", "drop"))  # stored, but the answer never arrives
     with pytest.raises(BackendUnavailable):
-        await backend.add_turns(turns)
+        await backend.conversation.add(turns)
     assert len(core.rows()) == 4
-    assert await backend.stored_turns(turns) == {t.turn_id for t in turns}
-    await backend.add_turns(turns)
+    assert await backend.conversation.stored(turns) == {t.turn_id for t in turns}
+    await backend.conversation.add(turns)
     assert len(core.rows()) == 4
 
 
@@ -196,11 +198,11 @@ async def test_the_check_works_for_turns_another_process_sent(
     sent, unsent = turn(0), turn(1)
     other = make_backend(url, sdk, clock)
     try:
-        await other.add_turns([sent])
+        await other.conversation.add([sent])
     finally:
         await other.close()
-    assert await backend.stored_turn_ids([sent.turn_id]) == set()  # this process never saw it
-    assert await backend.stored_turns([sent, unsent]) == {sent.turn_id}
+    assert await backend.conversation.stored_ids([sent.turn_id]) == set()  # this process never saw it
+    assert await backend.conversation.stored([sent, unsent]) == {sent.turn_id}
 
 
 async def test_an_interrupted_batch_resumes_without_duplicates(
@@ -209,11 +211,11 @@ async def test_an_interrupted_batch_resumes_without_duplicates(
     turns = [turn(i) for i in range(60)]  # 120 messages: two adds
     core.inject(Fault("/v3/conversation/add", "delay"), Fault("/v3/conversation/add", "reset"))
     with pytest.raises(BackendUnavailable):
-        await backend.add_turns(turns)
+        await backend.conversation.add(turns)
     assert len(core.rows()) == 100
-    stored = await backend.stored_turns(turns)
+    stored = await backend.conversation.stored(turns)
     assert stored == {t.turn_id for t in turns[:50]}
-    await backend.add_turns(turns)
+    await backend.conversation.add(turns)
     rows = core.rows()
     assert len(rows) == 120
     assert len({(r.timestamp_ms, r.role, r.content) for r in rows}) == 120
@@ -224,9 +226,9 @@ async def test_identical_turns_in_other_sessions_are_not_mistaken_for_stored(
 ) -> None:
     first = turn(0, session="mem-a")
     twin = replace(first, turn_id="twin", memory_session_id="mem-b")
-    await backend.add_turns([first])
-    assert await backend.stored_turns([twin]) == set()
-    await backend.add_turns([twin])
+    await backend.conversation.add([first])
+    assert await backend.conversation.stored([twin]) == set()
+    await backend.conversation.add([twin])
     assert len(core.rows("mem-b")) == 2
 
 
@@ -234,7 +236,7 @@ async def test_many_turns_are_batched_into_adds_of_at_most_100_messages(
     backend: MemoryCoreBackend, core: FakeMemoryCore
 ) -> None:
     turns = [turn(i) for i in range(130)] + [turn(i, session="mem-s2") for i in range(5)]
-    await backend.add_turns(turns)
+    await backend.conversation.add(turns)
     assert len(core.rows("mem-s1")) == 260 and len(core.rows("mem-s2")) == 10
     assert core.calls("/v3/conversation/add") == 4  # 100 + 100 + 60, and 10
     assert all(r.status == 200 for r in core.requests)
@@ -244,17 +246,17 @@ async def test_long_messages_are_split_never_dropped(
     backend: MemoryCoreBackend, core: FakeMemoryCore
 ) -> None:
     answer = "".join(f"line {i}: some log output 😀\n" for i in range(900))  # ~27,000 characters
-    await backend.add_turns([turn(0, "show me the log", answer)])
+    await backend.conversation.add([turn(0, "show me the log", answer)])
     parts = sorted((r for r in core.rows() if r.role == "assistant"), key=lambda r: r.timestamp_ms)
     assert len(parts) == 4
     assert "".join(p.content.split("] ", 1)[1] for p in parts) == answer
-    await backend.add_turns([turn(0, "show me the log", answer)])
+    await backend.conversation.add([turn(0, "show me the log", answer)])
     assert len(core.rows()) == 5
 
 
 async def test_huge_turns_stay_under_the_body_limit(backend: MemoryCoreBackend, core: FakeMemoryCore) -> None:
     turns = [turn(i, "讨" * 8000, "😀" * 4000) for i in range(30)]
-    await backend.add_turns(turns)
+    await backend.conversation.add(turns)
     assert len(core.rows()) == 60
     adds = [r for r in core.requests if r.path == "/v3/conversation/add"]
     assert len(adds) > 1
@@ -291,14 +293,14 @@ async def test_l1_search_maps_items_and_other_users_see_nothing(
     backend: MemoryCoreBackend, core: FakeMemoryCore, url: str, sdk: SdkBindings, clock: Clock
 ) -> None:
     core.add_atomic(IDS, "The user hates magic numbers in Go code", "work_fact")
-    found = await backend.search_atomic("magic numbers", 6)
+    found = await backend.memories.search("magic numbers", 6)
     assert [(m.type, m.content, m.source) for m in found] == [
         ("work_fact", "The user hates magic numbers in Go code", "scene")
     ]
     stranger = make_backend(url, sdk, clock, user="usr-other")
     try:
-        assert await stranger.search_atomic("magic numbers", 6) == []
-        assert await stranger.search_conversation("magic numbers", 4) == []
+        assert await stranger.memories.search("magic numbers", 6) == []
+        assert await stranger.conversation.search("magic numbers", 4) == []
     finally:
         await stranger.close()
 
@@ -307,28 +309,28 @@ async def test_l1_is_listed_by_pages_and_by_id_but_never_edited(
     backend: MemoryCoreBackend, core: FakeMemoryCore
 ) -> None:
     ids = [core.add_atomic(IDS, f"listed memory {i}") for i in range(3)]
-    listed = await backend.list_atomic(10)
+    listed = await backend.memories.list(10)
     assert sorted(m.id for m in listed) == sorted(ids)
-    assert len(await backend.list_atomic(2)) == 2
-    assert [m.id for m in await backend.list_atomic(10, ids=[ids[1]])] == [ids[1]]
+    assert len(await backend.memories.list(2)) == 2
+    assert [m.id for m in await backend.memories.list(10, ids=[ids[1]])] == [ids[1]]
     assert Capability.L1_LIST in backend.capabilities
     assert Capability.L1_UPDATE not in backend.capabilities  # atomic/update is broken on standalone
     with pytest.raises(BackendRejected, match="cannot be edited"):
-        await backend.update_atomic(ids[0], "changed")
+        await backend.memories.update(ids[0], "changed")
     assert core.calls("/v3/atomic/update") == 0
 
 
 async def test_empty_queries_and_zero_limits_make_no_request(
     backend: MemoryCoreBackend, core: FakeMemoryCore
 ) -> None:
-    assert await backend.search_conversation("   ", 4) == []
-    assert await backend.search_atomic("x", 0) == []
+    assert await backend.conversation.search("   ", 4) == []
+    assert await backend.memories.search("x", 0) == []
     assert await backend.search_skills("", 5) == []
     assert core.requests == []
 
 
 async def test_overlong_queries_are_clipped_to_the_server_limit(backend: MemoryCoreBackend) -> None:
-    assert await backend.search_conversation("go " * 2000, 4) == []  # 6000 chars would be a 400
+    assert await backend.conversation.search("go " * 2000, 4) == []  # 6000 chars would be a 400
 
 
 async def test_l2_listing_and_notes_are_cached_for_the_ttl(
@@ -337,37 +339,37 @@ async def test_l2_listing_and_notes_are_cached_for_the_ttl(
     meta = "-----META-START-----\ncreated: 2026-11-01\nupdated: 2026-11-01\n-----META-END-----\n"
     body = meta + "# Go style\nNamed constants."
     core.put_scenario(IDS[0], IDS[1], "backend/go-style.md", body, "Go backend style")
-    listed = await backend.list_scenarios()
+    listed = await backend.notes.list_scenarios()
     assert [(e.path, e.summary) for e in listed] == [("backend/go-style.md", "Go backend style")]  # no dirs
-    note = await backend.read_scenario("backend/go-style.md")
+    note = await backend.notes.read_scenario("backend/go-style.md")
     assert note.content == "# Go style\nNamed constants."
     assert note.summary == "Go backend style"
-    await backend.list_scenarios()
-    await backend.read_scenario("backend/go-style.md")
+    await backend.notes.list_scenarios()
+    await backend.notes.read_scenario("backend/go-style.md")
     assert (core.calls("/v3/scenario/ls"), core.calls("/v3/scenario/read")) == (1, 1)
 
     core.put_scenario(IDS[0], IDS[1], "backend/go-style.md", "# Go style v2", "Go backend style")
     clock.now += 61
-    await backend.list_scenarios()
-    assert (await backend.read_scenario("backend/go-style.md")).content == "# Go style v2"
+    await backend.notes.list_scenarios()
+    assert (await backend.notes.read_scenario("backend/go-style.md")).content == "# Go style v2"
     assert (core.calls("/v3/scenario/ls"), core.calls("/v3/scenario/read")) == (2, 2)
 
 
 async def test_a_missing_or_unsafe_scenario_read_raises_for_that_file(backend: MemoryCoreBackend) -> None:
     with pytest.raises(BackendRejected, match="does not exist"):
-        await backend.read_scenario("gone.md")
+        await backend.notes.read_scenario("gone.md")
     with pytest.raises(BackendRejected):
-        await backend.read_scenario("../etc/passwd")
+        await backend.notes.read_scenario("../etc/passwd")
 
 
 async def test_l3_profile_is_cached_and_absent_when_empty(
     backend: MemoryCoreBackend, core: FakeMemoryCore, clock: Clock
 ) -> None:
-    assert await backend.read_profile() is None
+    assert await backend.notes.read_profile() is None
     core.put_core(IDS[0], IDS[1], "Backend engineer. Writes Go. Hates magic numbers.")
-    assert await backend.read_profile() is None  # still the cached answer
+    assert await backend.notes.read_profile() is None  # still the cached answer
     clock.now += 61
-    profile = await backend.read_profile()
+    profile = await backend.notes.read_profile()
     assert profile is not None and "Hates magic numbers" in profile.content
     assert core.calls("/v3/core/read") == 2
 
@@ -379,7 +381,7 @@ async def test_the_generated_scene_navigation_is_cut_from_the_profile(
         "\n\n---\n## 🗺️ Scene Navigation (Scene Index)\n### Path: scene_blocks/go.md\n📌 使用说明：read it\n"
     )
     core.put_core(IDS[0], IDS[1], "# Persona\nBackend engineer." + navigation)
-    profile = await backend.read_profile()
+    profile = await backend.notes.read_profile()
     assert profile is not None and profile.content == "# Persona\nBackend engineer."
 
 
@@ -400,7 +402,7 @@ async def test_recall_over_the_backend_uses_every_layer_and_skips_the_live_turn(
         turn(1, "Go backend constants question", "Use named constants in Go"),
         created_at=T0 - timedelta(days=3),
     )
-    await backend.add_turns([live, older])
+    await backend.conversation.add([live, older])
     core.add_atomic(IDS, "Hates magic numbers in Go code")
     core.put_scenario(IDS[0], IDS[1], "go/style.md", "Use named constants.", "Go backend style")
     core.put_core(IDS[0], IDS[1], "Backend engineer who writes Go.")
@@ -424,20 +426,20 @@ async def test_recall_over_the_backend_uses_every_layer_and_skips_the_live_turn(
 async def test_forget_deletes_exactly_what_it_reports(
     backend: MemoryCoreBackend, core: FakeMemoryCore
 ) -> None:
-    await backend.add_turns([turn(0, "secret token talk", "never store a secret token")])
+    await backend.conversation.add([turn(0, "secret token talk", "never store a secret token")])
     memory_id = core.add_atomic(IDS, "secret token policy")
-    hits = await backend.search_conversation("secret token", 4)
-    report = await backend.delete_conversation([hits[0].turn_id, "msg-000000000000"])
+    hits = await backend.conversation.search("secret token", 4)
+    report = await backend.conversation.delete([hits[0].turn_id, "msg-000000000000"])
     assert report.deleted == (hits[0].turn_id,)
     assert [i for i, _ in report.failed] == ["msg-000000000000"]
     assert core.rows() == []
-    atomic = await backend.delete_atomic([memory_id, memory_id, "m_unknown"])
+    atomic = await backend.memories.delete([memory_id, memory_id, "m_unknown"])
     assert atomic.deleted == (memory_id,) and [i for i, _ in atomic.failed] == ["m_unknown"]
-    assert await backend.search_atomic("secret token", 6) == []
+    assert await backend.memories.search("secret token", 6) == []
 
 
 async def test_status_verifies_keys_and_counts(backend: MemoryCoreBackend, core: FakeMemoryCore) -> None:
-    await backend.add_turns([turn(0)])
+    await backend.conversation.add([turn(0)])
     core.add_atomic(IDS, "fact one")
     core.put_scenario(IDS[0], IDS[1], "a.md", "x")
     status = await backend.status()
@@ -456,7 +458,7 @@ async def test_status_reports_a_wrong_key_instead_of_raising(
         assert any("401" in p and "gateway API key" in p for p in status.problems)
         assert "wrong-key" not in " ".join(status.problems)
         with pytest.raises(BackendConfigError, match="401"):
-            await b.search_conversation("anything", 4)
+            await b.conversation.search("anything", 4)
     finally:
         await b.close()
 
@@ -508,7 +510,7 @@ async def test_data_plane_failures_are_classified(
 ) -> None:
     core.inject(fault)
     with pytest.raises(kind) as caught:
-        await backend.search_conversation("magic numbers", 4)
+        await backend.conversation.search("magic numbers", 4)
     assert type(caught.value) is kind
 
 
@@ -536,7 +538,7 @@ async def test_a_slow_server_is_a_timeout(
     core.inject(Fault("/v3/atomic/search", "delay", delay_s=0.8))
     try:
         with pytest.raises(BackendUnavailable, match="timed out"):
-            await b.search_atomic("anything", 4)
+            await b.memories.search("anything", 4)
     finally:
         await b.close()
 
@@ -545,6 +547,6 @@ async def test_an_unreachable_server_is_unavailable(sdk: SdkBindings, clock: Clo
     b = make_backend("http://127.0.0.1:9", sdk, clock)
     try:
         with pytest.raises(BackendUnavailable):
-            await b.read_profile()
+            await b.notes.read_profile()
     finally:
         await b.close()

@@ -60,12 +60,16 @@ def turn(n: int, session: str = "s1") -> ConversationTurn:
 
 
 class FakeRemote:
-    """A memory server's bad days: each `add_turns` call may fail in one of the ways the backend
+    """A memory server's bad days: each `add` call may fail in one of the ways the backend
     error tree knows, after or before storing. Unlike the local store it keeps every copy it is
     sent, like MemoryCore's `conversation/add`, so a duplicate shows."""
 
     name = "fake-remote"
     capabilities = frozenset({Capability.L0_ADD})
+
+    @property
+    def conversation(self) -> FakeRemote:
+        return self  # a conversation-only backend: the part is the fake itself
 
     def __init__(self) -> None:
         self.received: list[str] = []  # every turn id stored, duplicates included
@@ -85,7 +89,7 @@ class FakeRemote:
         self.most_in_flight = 0
         self.sessions_overlapped: set[str] = set()  # sessions with two calls under way at once
 
-    async def add_turns(self, turns: Sequence[ConversationTurn], *, first_attempt: bool = False) -> None:
+    async def add(self, turns: Sequence[ConversationTurn], *, first_attempt: bool = False) -> None:
         ids = tuple(t.turn_id for t in turns)
         if first_attempt:
             self.first_attempts.append(ids)
@@ -119,7 +123,7 @@ class FakeRemote:
             raise BackendUnavailable("timed out reading the response")
         self.received.extend(t.turn_id for t in turns)
 
-    async def stored_turn_ids(self, turn_ids: Sequence[str]) -> set[str]:
+    async def stored_ids(self, turn_ids: Sequence[str]) -> set[str]:
         self.checks.append(tuple(turn_ids))
         if self.check_failure is not None:
             raise self.check_failure
@@ -374,7 +378,7 @@ async def test_a_crashed_owner_is_taken_over_without_a_duplicate(
         crashed.enqueue([turn(1), turn(2)])
         claim = crashed.claims.claim()
         assert claim is not None
-        await remote.add_turns([item.turn for item in claim.items])  # sent, then the owner died
+        await remote.conversation.add([item.turn for item in claim.items])  # sent, then the owner died
         worker = make_worker(box, remote)
         assert (await worker.deliver_due()).batches == 0  # the lease still holds
         clock.advance(31)
@@ -393,14 +397,18 @@ async def test_with_the_real_local_backend_a_lost_response_stores_once(
         capabilities = local.capabilities
         lost = 0
 
-        async def add_turns(self, turns: Sequence[ConversationTurn], *, first_attempt: bool = False) -> None:
-            await local.add_turns(turns)
+        @property
+        def conversation(self) -> LosesFirstResponse:
+            return self
+
+        async def add(self, turns: Sequence[ConversationTurn], *, first_attempt: bool = False) -> None:
+            await local.conversation.add(turns)
             if not self.lost:
                 self.lost += 1
                 raise BackendUnavailable("read timeout")
 
-        async def stored_turn_ids(self, turn_ids: Sequence[str]) -> set[str]:
-            return await local.stored_turn_ids(turn_ids)
+        async def stored_ids(self, turn_ids: Sequence[str]) -> set[str]:
+            return await local.conversation.stored_ids(turn_ids)
 
     try:
         with Outbox.open(tmp_path, clock=clock) as box:
@@ -410,7 +418,7 @@ async def test_with_the_real_local_backend_a_lost_response_stores_once(
             clock.advance(RETRY.cap_s)
             report = await worker.deliver_due()
             assert report.already_stored == 2 and report.counts.waiting == 0
-        assert await local.stored_turn_ids(["s1-t0001", "s1-t0002"]) == {"s1-t0001", "s1-t0002"}
+        assert await local.conversation.stored_ids(["s1-t0001", "s1-t0002"]) == {"s1-t0001", "s1-t0002"}
         assert local.store.counts().turns == 2
     finally:
         await local.close()

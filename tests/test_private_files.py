@@ -59,10 +59,10 @@ def test_everything_the_bridge_creates_is_private_under_umask_022(tmp_path: Path
     backend = LocalBackend(data)
     box = Outbox.open(data)
     try:
-        asyncio.run(backend.add_turns([_turn(1)]))
-        backend.store.save_atomic("the user prefers tabs", "preference", "user")
-        backend.write_scenario("team/go.md", "# Go style\nno magic numbers")
-        backend.write_profile("backend developer")
+        asyncio.run(backend.conversation.add([_turn(1)]))
+        backend.store.memories.save("the user prefers tabs", "preference", "user")
+        backend.notes.write_scenario("team/go.md", "# Go style\nno magic numbers")
+        backend.notes.write_profile("backend developer")
         box.enqueue([_turn(2)])
         SkillCaptureLedger(data / "skill-capture").record([_turn(3)])
         setup_logging(data / "logs", stderr=False)
@@ -106,7 +106,7 @@ def test_a_store_an_older_version_left_readable_is_tightened(tmp_path: Path, uma
         old.close()
         old_outbox.close()
     backend = LocalBackend(data)  # the notes are rewritten privately when written again
-    backend.write_profile("new profile")
+    backend.notes.write_profile("new profile")
     asyncio.run(backend.close())
     assert _loose(data) == []
 

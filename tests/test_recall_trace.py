@@ -47,13 +47,13 @@ async def local(tmp_path: Path) -> AsyncIterator[LocalBackend]:
 async def test_a_trace_lists_each_given_item_with_its_source_and_score(
     local: LocalBackend, log: TraceLog
 ) -> None:
-    saved = await local.save_atomic(
+    saved = await local.memories.save(
         "prefers the Go style guide from Uber for backend code", "preference", "user"
     )
     for n in range(5):  # a few others, so the ranking score means something
-        await local.save_atomic(f"unrelated memory {n} about gardening", "fact", "user")
+        await local.memories.save(f"unrelated memory {n} about gardening", "fact", "user")
     t0 = datetime(2026, 5, 1, tzinfo=UTC)
-    await local.add_turns(
+    await local.conversation.add(
         [ConversationTurn("turn-1", "s1", "what Go style do we use?", "Uber's guide, gofumpt", t0, "pi")]
     )
     out = await recall(local, PROMPT, RecallBudget(), recorder=log)
@@ -143,7 +143,7 @@ def _file_bytes(log: TraceLog) -> bytes:
 
 
 async def test_forgetting_an_item_scrubs_it_from_every_trace(local: LocalBackend, log: TraceLog) -> None:
-    saved = await local.save_atomic("my locker code is quetzalcoatl7781", "fact", "user")
+    saved = await local.memories.save("my locker code is quetzalcoatl7781", "fact", "user")
     log.write(_trace(1, saved.id, "my locker code is quetzalcoatl7781"))
     log.write(_trace(2, "at-other", "an unrelated memory"))
     assert b"quetzalcoatl7781" in _file_bytes(log)
@@ -159,7 +159,7 @@ async def test_forgetting_an_item_scrubs_it_from_every_trace(local: LocalBackend
 async def test_forgetting_a_turn_scrubs_the_prompt_it_was(local: LocalBackend, log: TraceLog) -> None:
     said = "  the door code for the lab is 48151623  "
     stamp = datetime(2026, 5, 1, tzinfo=UTC)
-    await local.add_turns([ConversationTurn("turn-door", "s1", said.strip(), "noted", stamp, "pi")])
+    await local.conversation.add([ConversationTurn("turn-door", "s1", said.strip(), "noted", stamp, "pi")])
     await recall(local, said, RecallBudget(), recorder=log)  # the prompt's own trace
     await log.drain()
     log.write(_trace(9, "at-x", "something else"))
@@ -183,7 +183,7 @@ async def test_the_engine_records_a_trace_per_prompt(tmp_path: Path) -> None:
     try:
         backend, traces = engine.slot.backend, engine.traces
         assert backend is not None and traces is not None
-        await backend.save_atomic("deploys go out on tuesdays only", "constraint", "user")
+        await backend.memories.save("deploys go out on tuesdays only", "constraint", "user")
         await engine.recall(RecallParams(pi_session_id="p1", prompt="when do deploys go out?"))
         await traces.drain()
         (stored,) = traces.recent()

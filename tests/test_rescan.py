@@ -54,7 +54,7 @@ class Old:
         )
         backend = LocalBackend(data)
         split = f"{self.token[:14]}\n{self.token[14:]}"
-        backend.store.add_turns(
+        backend.store.conversation.add(
             [
                 ConversationTurn(
                     "t-old",
@@ -71,14 +71,16 @@ class Old:
                 ConversationTurn("t-clean", "s", "the zebracorn dashboard is green", "good", WHEN),
             ]
         )
-        backend.store.save_atomic(f"the wifi password is {self.password}", "fact", "user")
-        backend.store.save_atomic(f"the wifi password is {_password()}", "fact", "user")  # same once redacted
-        backend.store.save_atomic("the zebracorn team owns billing", "fact", "user")
-        backend.write_scenario(
+        backend.store.memories.save(f"the wifi password is {self.password}", "fact", "user")
+        backend.store.memories.save(
+            f"the wifi password is {_password()}", "fact", "user"
+        )  # same once redacted
+        backend.store.memories.save("the zebracorn team owns billing", "fact", "user")
+        backend.notes.write_scenario(
             "ops/deploy.md", f"# Deploy\nuse {self.note_secret[:6]}\n{self.note_secret[6:]}\n"
         )
-        backend.write_scenario("ops/deploy.md", f"# Deploy\nthe admin password is {self.note_secret}\n")
-        backend.write_profile(f"backend developer; 数据库密码是 {self.note_secret}\n")
+        backend.notes.write_scenario("ops/deploy.md", f"# Deploy\nthe admin password is {self.note_secret}\n")
+        backend.notes.write_profile(f"backend developer; 数据库密码是 {self.note_secret}\n")
         asyncio.run(backend.close())
         with Outbox.open(data) as box:
             box.enqueue(
@@ -127,11 +129,11 @@ def test_rescan_command_redacts_everything_stored_and_reports_it(tmp_path: Path)
         assert secret.encode() not in raw, secret  # rows, FTS segments, WAL, outbox, notes
     backend = LocalBackend(data)
     try:
-        hits = asyncio.run(backend.search_conversation("zebracorn", 5))
+        hits = asyncio.run(backend.conversation.search("zebracorn", 5))
         assert {h.turn_id for h in hits} == {"t-old", "t-clean"}  # the index still finds both
         assert "[REDACTED:github-token]" in next(h.user_text for h in hits if h.turn_id == "t-old")
-        assert asyncio.run(backend.search_conversation(old.token[14:], 5)) == []
-        facts = asyncio.run(backend.search_atomic("wifi password", 5))
+        assert asyncio.run(backend.conversation.search(old.token[14:], 5)) == []
+        facts = asyncio.run(backend.memories.search("wifi password", 5))
         assert [f.content for f in facts] == ["the wifi password is [REDACTED:password]"]
     finally:
         asyncio.run(backend.close())

@@ -59,7 +59,7 @@ def labelled_store(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalBa
     store = LocalBackend(tmp_path_factory.mktemp("quality"))
     stamp = datetime(2026, 6, 1, tzinfo=UTC)
     # Stored synchronously: a module-scoped fixture has no event loop of its own.
-    store.store.add_turns(
+    store.store.conversation.add(
         [
             ConversationTurn(str(t["id"]), str(t["session"]), str(t["user"]), str(t["assistant"]), stamp)
             for t in _load_jsonl("turns.jsonl")
@@ -72,7 +72,7 @@ def labelled_store(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalBa
 async def _recall_at_4(store: LocalBackend, queries: list[LabelledQuery]) -> float:
     total = 0.0
     for q in queries:
-        top = {hit.turn_id for hit in await store.search_conversation(q.query, 4)}
+        top = {hit.turn_id for hit in await store.conversation.search(q.query, 4)}
         total += len(top & q.relevant) / min(4, len(q.relevant))
     return total / len(queries)
 
@@ -113,7 +113,7 @@ async def test_recall_at_4_of_cjk_queries_is_above_the_floor(labelled_store: Loc
 
 
 async def test_seed_question_finds_the_seed_preference(labelled_store: LocalBackend) -> None:
-    hits = [h.turn_id for h in await labelled_store.search_conversation("我讨厌什么代码风格？", 4)]
+    hits = [h.turn_id for h in await labelled_store.conversation.search("我讨厌什么代码风格？", 4)]
     assert "pay-01" in hits
     # every hit above it is another stated dislike about code, also labelled relevant
     assert set(hits[: hits.index("pay-01")]) <= {"pref-09", "hn-02"}

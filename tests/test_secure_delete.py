@@ -83,10 +83,10 @@ def test_every_store_connection_deletes_securely_before_and_after_a_forget(tmp_p
     marker = f"zebracorn-{secrets.token_hex(8)}"
     backend = LocalBackend(tmp_path)
     try:
-        asyncio.run(backend.add_turns([_turn("t1", f"remember {marker}"), _turn("t2", "other text")]))
-        saved = backend.store.save_atomic(f"fact about {marker}", "fact", "user")
-        assert asyncio.run(backend.delete_conversation(["t1"])).deleted == ("t1",)
-        assert asyncio.run(backend.delete_atomic([saved.id])).deleted == (saved.id,)
+        asyncio.run(backend.conversation.add([_turn("t1", f"remember {marker}"), _turn("t2", "other text")]))
+        saved = backend.store.memories.save(f"fact about {marker}", "fact", "user")
+        assert asyncio.run(backend.conversation.delete(["t1"])).deleted == ("t1",)
+        assert asyncio.run(backend.memories.delete([saved.id])).deleted == (saved.id,)
         raw = _raw(tmp_path / "memory.sqlite3")
         assert marker.encode() not in raw
         # the pooled connections stay in secure-delete mode after the forget

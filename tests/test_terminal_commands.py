@@ -22,13 +22,13 @@ def store(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
     monkeypatch.setenv("HOME", str(tmp_path))
     backend = LocalBackend(agent / "memory-bridge")
     when = datetime(2026, 11, 1, tzinfo=UTC)
-    backend.store.add_turns(
+    backend.store.conversation.add(
         [
             ConversationTurn("t1", "s", "the billing cluster is blue", "ok", when),
             ConversationTurn("t2", "s", "lunch is at noon", "ok", when),
         ]
     )
-    backend.store.save_atomic("billing owner is Dana", "fact", "user")
+    backend.store.memories.save("billing owner is Dana", "fact", "user")
     asyncio.run(backend.close())
     yield agent / "memory-bridge"
 

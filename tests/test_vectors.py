@@ -42,8 +42,8 @@ def _semantic(backend: LocalBackend) -> SemanticIndex:
 
 async def _filled(root: Path, handle: ModelHandle) -> tuple[LocalBackend, dict[str, str]]:
     backend = LocalBackend(root, embeddings=handle)
-    ids = {key: (await backend.save_atomic(text, kind, "test")).id for key, kind, text in MEMORIES}
-    await backend.add_turns(
+    ids = {key: (await backend.memories.save(text, kind, "test")).id for key, kind, text in MEMORIES}
+    await backend.conversation.add(
         [ConversationTurn("t1", "s1", "我们每周三发版", "好的，周三下午发版，周五不上线。", NOW)]
     )
     encoder = handle.wait(60)
@@ -72,11 +72,11 @@ async def test_every_row_gets_a_vector_and_forget_deletes_it(
             (ids["m-dog"],),
         ).fetchone()[0]
     assert len(blob) == 1024
-    await backend.delete_atomic([ids["m-dog"]])
-    await backend.delete_conversation(["t1"])
+    await backend.memories.delete([ids["m-dog"]])
+    await backend.conversation.delete(["t1"])
     assert _vector_rows(backend, "atomic_vectors") == len(MEMORIES) - 1
     assert _vector_rows(backend, "turn_vectors") == 0
-    assert all(m.id != ids["m-dog"] for m in await backend.search_atomic("我养的宠物叫什么", 6))
+    assert all(m.id != ids["m-dog"] for m in await backend.memories.search("我养的宠物叫什么", 6))
     await backend.close()
     assert blob not in (tmp_path / "memory.sqlite3").read_bytes()
 
@@ -86,7 +86,7 @@ async def test_backfill_fills_an_existing_store_with_progress(
 ) -> None:
     old = LocalBackend(tmp_path)  # a store written before vectors existed
     for i in range(40):
-        await old.save_atomic(f"fact number {i} about the build", "fact", "test")
+        await old.memories.save(f"fact number {i} about the build", "fact", "test")
     await old.close()
     backend = LocalBackend(tmp_path, embeddings=model_handle)
     status = await backend.status()
@@ -108,13 +108,13 @@ async def test_a_row_forgotten_while_being_embedded_gets_no_vector(
     tmp_path: Path, model_handle: ModelHandle
 ) -> None:
     backend = LocalBackend(tmp_path, embeddings=model_handle)
-    saved = await backend.save_atomic("a secret plan to forget", "fact", "test")
+    saved = await backend.memories.save("a secret plan to forget", "fact", "test")
     encoder = model_handle.wait(60)
     assert encoder is not None
     with backend.store.reading("test") as conn:
         rows = pending(conn, ATOMIC_VECTORS, 10)
     vectors = encoder.embed([r.text for r in rows])
-    await backend.delete_atomic([saved.id])
+    await backend.memories.delete([saved.id])
     with backend.store.writing("test") as conn:
         assert store_vectors(conn, ATOMIC_VECTORS, rows, vectors) == 0
     assert _vector_rows(backend, "atomic_vectors") == 0
@@ -124,7 +124,7 @@ async def test_a_row_forgotten_while_being_embedded_gets_no_vector(
 async def test_an_edited_row_gets_a_fresh_vector(tmp_path: Path, model_handle: ModelHandle) -> None:
     backend, ids = await _filled(tmp_path, model_handle)
     semantic = _semantic(backend)
-    assert (await backend.search_atomic("which pet do I have", 1))[0].id == ids["m-dog"]
+    assert (await backend.memories.search("which pet do I have", 1))[0].id == ids["m-dog"]
     with backend.store.writing("test") as conn:
         conn.execute(
             "UPDATE atomic SET content = ? WHERE memory_id = ?", ("We deploy with Helm charts.", ids["m-dog"])
@@ -134,7 +134,7 @@ async def test_an_edited_row_gets_a_fresh_vector(tmp_path: Path, model_handle: M
     encoder = model_handle.wait(60)
     assert encoder is not None
     semantic.worker.drain(encoder)
-    top = await backend.search_atomic("We deploy with Helm charts.", 1)
+    top = await backend.memories.search("We deploy with Helm charts.", 1)
     assert top and top[0].id == ids["m-dog"] and top[0].score > 0.95  # the new text's own vector
     await backend.close()
 
@@ -144,12 +144,12 @@ async def test_identifier_queries_stay_exact_and_paraphrases_are_found(
 ) -> None:
     backend, ids = await _filled(tmp_path, model_handle)
     for query in ("ECONNRESET", "why does order_sync fail?"):
-        assert (await backend.search_atomic(query, 3))[0].id == ids["m-sync"]
+        assert (await backend.memories.search(query, 3))[0].id == ids["m-sync"]
     paraphrase = "Do I mind unexplained literal values scattered through code?"
-    assert backend.store.search_atomic(paraphrase, 5) == []  # no shared word: keywords find nothing
-    assert ids["m-style"] in [m.id for m in await backend.search_atomic(paraphrase, 3)]
-    assert (await backend.search_atomic("What is my dog called?", 1))[0].id == ids["m-dog"]  # en -> zh
-    turns = await backend.search_conversation("Which weekday do we ship releases?", 2)
+    assert backend.store.memories.search(paraphrase, 5) == []  # no shared word: keywords find nothing
+    assert ids["m-style"] in [m.id for m in await backend.memories.search(paraphrase, 3)]
+    assert (await backend.memories.search("What is my dog called?", 1))[0].id == ids["m-dog"]  # en -> zh
+    turns = await backend.conversation.search("Which weekday do we ship releases?", 2)
     assert [h.turn_id for h in turns] == ["t1"]
     await backend.close()
 
@@ -167,13 +167,13 @@ async def test_capture_never_waits_for_the_model_and_recall_falls_back(tmp_path:
     # the loader stays blocked until `release`: capture and recall must finish without it (the
     # 10 s bound only guards against a hang; how fast they are is bench/bench_embeddings.py's)
     await asyncio.wait_for(
-        backend.add_turns([ConversationTurn("t1", "s1", "deploy with helm", "ok", NOW)]), 10
+        backend.conversation.add([ConversationTurn("t1", "s1", "deploy with helm", "ok", NOW)]), 10
     )
-    await asyncio.wait_for(backend.save_atomic("deploys use helm", "fact", "test"), 10)
+    await asyncio.wait_for(backend.memories.save("deploys use helm", "fact", "test"), 10)
     token = recall_deadline.set(time.monotonic() + 0.5)  # a recall with half a second left
     try:
-        hits = await asyncio.wait_for(backend.search_conversation("helm", 4), 10)
-        memories = await asyncio.wait_for(backend.search_atomic("helm", 4), 10)
+        hits = await asyncio.wait_for(backend.conversation.search("helm", 4), 10)
+        memories = await asyncio.wait_for(backend.memories.search("helm", 4), 10)
     finally:
         recall_deadline.reset(token)
     assert not release.is_set() and handle.state is ModelState.LOADING  # all of it without the model
@@ -208,7 +208,7 @@ def test_fusion_ranks_identifier_hits_first_and_drops_weak_candidates() -> None:
 
 def test_vectors_are_stored_as_float16(tmp_path: Path, model_handle: ModelHandle) -> None:
     backend = LocalBackend(tmp_path, embeddings=model_handle)
-    backend.store.add_turns([ConversationTurn("t1", "s1", "hello", "world", NOW)])
+    backend.store.conversation.add([ConversationTurn("t1", "s1", "hello", "world", NOW)])
     encoder = model_handle.wait(60)
     assert encoder is not None
     with backend.store.reading("test") as conn:

@@ -1,8 +1,14 @@
-"""The `MemoryBackend` protocol and the value types that cross it.
+"""The `MemoryBackend` protocol, its layer protocols and the value types that cross them.
 
-Every backend (the embedded `local` store, the `memorycore` server) implements this one async
-protocol and declares what it can do in `capabilities`; recall and commands skip what a backend
-cannot do instead of calling it and failing.
+Every backend (the embedded `local` store, the `memorycore` server) offers its layers as parts,
+one small async protocol each, and declares what it can do in `capabilities`; recall and commands
+skip what a backend cannot do instead of calling it and failing:
+
+    backend.conversation   ConversationStore   L0 turns: add, stored_ids, search, list, delete
+    backend.memories       AtomicStore         L1 atomic memories: search, save, edit, update, list, delete
+    backend.notes          NoteStore           L2 scenario notes and the L3 profile (read)
+    backend.search_skills / skills()           skill search (recall, tools) / the skill server (sync, capture)
+    backend.status / close                     health and lifecycle
 
 Errors are drawn as a tree so callers (the outbox in particular) can tell what to do:
 
@@ -11,17 +17,11 @@ Errors are drawn as a tree so callers (the outbox in particular) can tell what t
     ├── BackendConfigError      needs the user: bad credentials (401/403), missing SDK, bad endpoint
     ├── BackendRejected         permanent for this input: 400/404/413/422, a value the store refuses
     └── BackendCorrupt          the store itself is damaged (e.g. a corrupt SQLite file)
-
-**Size.** `MemoryBackend` has more than 15 methods because it is the one interface recall, capture,
-forget, the memory view and skills meet a store through: one short signature per layer operation
-(L0 add/search/list/delete, L1 save/search/list/edit/update/delete, L2, L3, skills, status).
-Splitting it into capability parts (e.g. `backend.conversation`, `backend.atomic`) is a change to
-every backend and every caller at once, left for its own step; `capabilities` already says which
-parts a backend offers.
 """
 
 from __future__ import annotations
 
+import builtins
 import enum
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -193,32 +193,59 @@ class BackendStatus:
     problems: tuple[str, ...] = ()
 
 
-@runtime_checkable
-class MemoryBackend(Protocol):
-    """What recall, capture delivery and the commands need from a memory store.
+class ConversationStore(Protocol):
+    """L0: the captured conversation turns (capabilities `l0_*`)."""
 
-    Methods a backend lacks the capability for raise `BackendRejected`; callers check
-    `capabilities` first and do not call them.
-    """
-
-    name: str
-    capabilities: frozenset[Capability]
-
-    async def add_turns(self, turns: Sequence[ConversationTurn], *, first_attempt: bool = False) -> None:
+    async def add(self, turns: Sequence[ConversationTurn], *, first_attempt: bool = False) -> None:
         """Store turns. Idempotent by `turn_id`: a turn already stored is not stored again.
 
         `first_attempt` is the caller's promise that no earlier request can have carried any of
         these turns (none was ever sent, or possibly sent), so a backend whose idempotency costs
         a lookup may skip it."""
 
-    async def stored_turn_ids(self, turn_ids: Sequence[str]) -> set[str]:
+    async def stored_ids(self, turn_ids: Sequence[str]) -> set[str]:
         """Which of these turn ids are already stored (the check before a resend)."""
 
-    async def search_conversation(self, query: str, limit: int) -> list[ConversationHit]: ...
+    async def search(self, query: str, limit: int) -> builtins.list[ConversationHit]: ...
 
-    async def search_atomic(self, query: str, limit: int, type: str | None = None) -> list[AtomicMemory]: ...
+    async def delete(self, turn_ids: Sequence[str]) -> DeleteReport: ...
 
-    async def save_atomic(self, content: str, type: str, source: str) -> SaveResult: ...
+    async def list(
+        self, limit: int, offset: int = 0, ids: Sequence[str] | None = None
+    ) -> builtins.list[ConversationHit]:
+        """Conversation turns, newest first; `ids` keeps only those (capability `l0_list`)."""
+
+
+class AtomicStore(Protocol):
+    """L1: atomic memories (capabilities `l1_*`)."""
+
+    async def search(
+        self, query: str, limit: int, type: str | None = None
+    ) -> builtins.list[AtomicMemory]: ...
+
+    async def save(self, content: str, type: str, source: str) -> SaveResult: ...
+
+    async def delete(self, ids: Sequence[str]) -> DeleteReport: ...
+
+    async def edit(self, memory_id: str, content: str, type: str) -> EditResult:
+        """Replace an L1 memory's text and type, keeping its id (capability `l1_edit`).
+
+        BackendRejected when there is no such memory or another one already says the same."""
+
+    async def update(self, memory_id: str, content: str) -> AtomicMemory:
+        """Replace an L1 memory's text, keeping its id and type (capability `l1_update`).
+
+        BackendRejected when there is no such memory, the text is empty or too long, or another
+        memory already says the same."""
+
+    async def list(
+        self, limit: int, offset: int = 0, type: str | None = None, ids: Sequence[str] | None = None
+    ) -> builtins.list[AtomicMemory]:
+        """L1 memories, most recently changed first; `ids` keeps only those (capability `l1_list`)."""
+
+
+class NoteStore(Protocol):
+    """L2 scenario notes and the L3 profile (capabilities `l2_scenarios`, `l3_profile`)."""
 
     async def list_scenarios(self) -> list[ScenarioEntry]: ...
 
@@ -226,32 +253,28 @@ class MemoryBackend(Protocol):
 
     async def read_profile(self) -> Profile | None: ...
 
+
+@runtime_checkable
+class MemoryBackend(Protocol):
+    """What recall, capture delivery and the commands need from a memory store.
+
+    Operations a backend lacks the capability for raise `BackendRejected`; callers check
+    `capabilities` first and do not call them.
+    """
+
+    name: str
+    capabilities: frozenset[Capability]
+
+    @property
+    def conversation(self) -> ConversationStore: ...
+
+    @property
+    def memories(self) -> AtomicStore: ...
+
+    @property
+    def notes(self) -> NoteStore: ...
+
     async def search_skills(self, query: str, limit: int) -> list[SkillHit]: ...
-
-    async def delete_conversation(self, turn_ids: Sequence[str]) -> DeleteReport: ...
-
-    async def delete_atomic(self, ids: Sequence[str]) -> DeleteReport: ...
-
-    async def edit_atomic(self, memory_id: str, content: str, type: str) -> EditResult:
-        """Replace an L1 memory's text and type, keeping its id (capability `l1_edit`).
-
-        BackendRejected when there is no such memory or another one already says the same."""
-
-    async def list_atomic(
-        self, limit: int, offset: int = 0, type: str | None = None, ids: Sequence[str] | None = None
-    ) -> list[AtomicMemory]:
-        """L1 memories, most recently changed first; `ids` keeps only those (capability `l1_list`)."""
-
-    async def update_atomic(self, memory_id: str, content: str) -> AtomicMemory:
-        """Replace an L1 memory's text, keeping its id and type (capability `l1_update`).
-
-        BackendRejected when there is no such memory, the text is empty or too long, or another
-        memory already says the same."""
-
-    async def list_conversation(
-        self, limit: int, offset: int = 0, ids: Sequence[str] | None = None
-    ) -> list[ConversationHit]:
-        """Conversation turns, newest first; `ids` keeps only those (capability `l0_list`)."""
 
     async def status(self) -> BackendStatus: ...
 

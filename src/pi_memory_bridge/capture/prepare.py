@@ -65,7 +65,7 @@ class DirectSink:
         self._backend = backend
 
     async def submit(self, turns: Sequence[ConversationTurn]) -> None:
-        await self._backend.add_turns(turns)
+        await self._backend.conversation.add(turns)
 
 
 def _clip(text: str, limit: int = MAX_TURN_TEXT_CHARS) -> str:

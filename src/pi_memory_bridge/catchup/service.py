@@ -38,7 +38,7 @@ def known_ids_via(outbox: Outbox, backend: Callable[[], MemoryBackend | None]) -
         if store is not None and rest:
             # on failure the outbox's answer stands; the store refuses a second copy by id anyway
             with contextlib.suppress(BackendError):
-                found |= await store.stored_turn_ids(rest)
+                found |= await store.conversation.stored_ids(rest)
         return found
 
     return known

@@ -104,8 +104,8 @@ async def _with_backend(action: Callable[[MemoryBackend], object]) -> int:
 
 
 async def _search(backend: MemoryBackend, query: str, limit: int, as_json: bool = False) -> int:
-    atomic = await backend.search_atomic(query, limit)
-    turns = await backend.search_conversation(query, limit)
+    atomic = await backend.memories.search(query, limit)
+    turns = await backend.conversation.search(query, limit)
     if as_json:
         print(json.dumps(search_report(backend, query, atomic, turns), ensure_ascii=False, indent=1))
         return 0

@@ -45,10 +45,10 @@ async def probe_layers(
         return [f"client: {_safe(exc)}"]
     try:
         probes = {
-            "L0 conversation search": backend.search_conversation(PROBE_QUERY, 1),
-            "L1 memory search": backend.search_atomic(PROBE_QUERY, 1),
-            "L2 scenario list": backend.list_scenarios(),
-            "L3 profile read": backend.read_profile(),
+            "L0 conversation search": backend.conversation.search(PROBE_QUERY, 1),
+            "L1 memory search": backend.memories.search(PROBE_QUERY, 1),
+            "L2 scenario list": backend.notes.list_scenarios(),
+            "L3 profile read": backend.notes.read_profile(),
         }
         results = await asyncio.gather(*probes.values(), return_exceptions=True)
     finally:

@@ -95,12 +95,12 @@ async def _search(deps: ForgetDeps, query: str) -> tuple[list[ForgetCandidate], 
 
 
 async def _search_l1(backend: MemoryBackend, query: str) -> list[ForgetCandidate]:
-    hits = await backend.search_atomic(query, SEARCH_LIMIT)
+    hits = await backend.memories.search(query, SEARCH_LIMIT)
     return [ForgetCandidate.for_memory(m.id, m.type, m.content, m.updated_at) for m in hits]
 
 
 async def _search_l0(backend: MemoryBackend, query: str) -> list[ForgetCandidate]:
-    hits = await backend.search_conversation(query, SEARCH_LIMIT)
+    hits = await backend.conversation.search(query, SEARCH_LIMIT)
     return [ForgetCandidate.for_turn(h.turn_id, h.user_text, h.assistant_text, h.created_at) for h in hits]
 
 
@@ -164,9 +164,9 @@ async def delete_candidates(deps: ForgetDeps, chosen: Sequence[ForgetCandidate])
         ids = [c.id for c in cands]
         try:
             if layer == "L1" and deps.backend is not None:
-                report = await deps.backend.delete_atomic(ids)
+                report = await deps.backend.memories.delete(ids)
             elif layer == "L0" and deps.backend is not None:
-                report = await deps.backend.delete_conversation(ids)
+                report = await deps.backend.conversation.delete(ids)
             elif layer == "outbox" and deps.remove_pending is not None:
                 report = await deps.remove_pending(ids)
             else:

@@ -23,7 +23,7 @@ PREVIEW_CHARS = 140
 
 @runtime_checkable
 class NoteWriter(Protocol):
-    """A backend whose L2 notes and L3 profile are files we may write (the local store)."""
+    """Notes of a backend whose L2 notes and L3 profile are files we may write (the local store)."""
 
     def write_scenario(self, path: str, content: str) -> ScenarioEntry: ...
 
@@ -63,7 +63,7 @@ async def edit_memory(backend: MemoryBackend, memory_id: str, content: str, type
         return _failed(what, problems)
     redacted = redact_text(args.content)
     try:
-        result = await backend.edit_atomic(memory_id, redacted.text, args.type.value)
+        result = await backend.memories.edit(memory_id, redacted.text, args.type.value)
     except BackendError as exc:
         return _failed(what, str(exc))
     verb = "edited   " if result.changed else "unchanged"
@@ -85,14 +85,15 @@ def _note_content(content: str) -> tuple[str, int] | str:
 async def save_scenario(backend: MemoryBackend, path: str, content: str) -> EditReport:
     """Create or replace the L2 note at `path` (relative to l2/, `*.md`)."""
     what = f"[L2 {path}]"
-    if not isinstance(backend, NoteWriter):
+    notes = backend.notes
+    if not isinstance(notes, NoteWriter):
         return _failed(what, f"the {backend.name} backend keeps its notes on the server")
     checked = _note_content(content)
     if isinstance(checked, str):
         return _failed(what, checked)
     text, count = checked
     try:
-        entry = await asyncio.to_thread(backend.write_scenario, path, text)
+        entry = await asyncio.to_thread(notes.write_scenario, path, text)
     except (BackendError, OSError) as exc:
         return _failed(what, str(exc))
     return EditReport(
@@ -102,14 +103,15 @@ async def save_scenario(backend: MemoryBackend, path: str, content: str) -> Edit
 
 async def save_profile(backend: MemoryBackend, content: str) -> EditReport:
     """Replace the L3 profile (the user's own `profile.md`)."""
-    if not isinstance(backend, NoteWriter):
+    notes = backend.notes
+    if not isinstance(notes, NoteWriter):
         return _failed("[L3 profile]", f"the {backend.name} backend keeps the profile on the server")
     checked = _note_content(content)
     if isinstance(checked, str):
         return _failed("[L3 profile]", checked)
     text, count = checked
     try:
-        await asyncio.to_thread(backend.write_profile, text)
+        await asyncio.to_thread(notes.write_profile, text)
     except (BackendError, OSError) as exc:
         return _failed("[L3 profile]", str(exc))
     return EditReport(

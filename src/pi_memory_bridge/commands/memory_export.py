@@ -106,7 +106,7 @@ async def _all_turns(backend: MemoryBackend) -> list[ConversationTurn]:
         return []
     found: list[ConversationTurn] = []
     while len(found) < MAX_EXPORT_ITEMS:
-        page = await backend.list_conversation(EXPORT_LIMIT, len(found))
+        page = await backend.conversation.list(EXPORT_LIMIT, len(found))
         found += [
             ConversationTurn(h.turn_id, h.memory_session_id, h.user_text, h.assistant_text, h.created_at)
             for h in page
@@ -121,8 +121,8 @@ async def export_memory(backend: MemoryBackend, *, now: datetime | None = None) 
     profile = await view.profile(backend)
     notes: list[NoteJson] = []
     if Capability.L2_SCENARIOS in backend.capabilities:
-        for entry in await backend.list_scenarios():
-            note = await backend.read_scenario(entry.path)
+        for entry in await backend.notes.list_scenarios():
+            note = await backend.notes.read_scenario(entry.path)
             notes.append(NoteJson(path=note.path, summary=clean(note.summary), content=clean(note.content)))
     return ExportFile(
         format=EXPORT_FORMAT,
@@ -181,7 +181,7 @@ def export_markdown(export: ExportFile) -> str:
 
 @runtime_checkable
 class NoteWriter(Protocol):
-    """A backend whose L2 notes and L3 profile are files we may write (the local store)."""
+    """Notes of a backend whose L2 notes and L3 profile are files we may write (the local store)."""
 
     def write_scenario(self, path: str, content: str) -> ScenarioEntry: ...
 
@@ -230,7 +230,7 @@ async def import_memory(backend: MemoryBackend, data: ExportFile) -> ImportRepor
     elif data.memories:
         for memory in data.memories:
             try:
-                saved = await backend.save_atomic(clean(memory.text), memory.kind.value, "import")
+                saved = await backend.memories.save(clean(memory.text), memory.kind.value, "import")
             except BackendError as exc:
                 report.failures.append(f"memory {memory.id}: {clean(str(exc))}")
                 continue
@@ -240,13 +240,13 @@ async def import_memory(backend: MemoryBackend, data: ExportFile) -> ImportRepor
                 report.memories_known += 1
     if data.conversation:
         await _import_turns(backend, data, report)
-    writer = backend if isinstance(backend, NoteWriter) else None
+    writer = backend.notes if isinstance(backend.notes, NoteWriter) else None
     if (data.notes or data.profile) and writer is None:
         report.failures.append(f"notes and profile: the {backend.name} backend keeps them on its server")
         return report
     if writer is None:
         return report
-    existing = {e.path for e in await backend.list_scenarios()} if data.notes else set()
+    existing = {e.path for e in await backend.notes.list_scenarios()} if data.notes else set()
     for note in data.notes:
         if note.path in existing:
             report.notes_kept += 1
@@ -280,8 +280,8 @@ async def _import_turns(backend: MemoryBackend, data: ExportFile, report: Import
         report.failures.append(f"conversation: a timestamp is not ISO 8601 ({exc})")
         return
     try:
-        known = await backend.stored_turn_ids([t.turn_id for t in turns])
-        await backend.add_turns([t for t in turns if t.turn_id not in known])
+        known = await backend.conversation.stored_ids([t.turn_id for t in turns])
+        await backend.conversation.add([t for t in turns if t.turn_id not in known])
     except BackendError as exc:
         report.failures.append(f"conversation: {clean(str(exc))}")
         return

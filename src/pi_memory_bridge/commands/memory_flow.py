@@ -2,7 +2,7 @@
 
 A menu of sections (profile, memories by kind, recent conversation, notes, search), a list per
 section, and per item its full text and what can be done with it. Edits go through the backend's
-`update_atomic` (L1 only, redacted first); forgetting goes through the same code as
+`memories.update` (L1 only, redacted first); forgetting goes through the same code as
 `/tdai-memory-forget` and asks first. Without a UI it prints an overview (or the search results)
 and changes nothing.
 """
@@ -97,7 +97,7 @@ async def edit_item(backend: MemoryBackend, item: MemoryItem, new_text: str) -> 
     if redacted.text == item.text:
         return item, "unchanged: the text is the same."
     try:
-        stored = await backend.update_atomic(item.id, redacted.text)
+        stored = await backend.memories.update(item.id, redacted.text)
     except BackendError as exc:
         return None, f"FAILED  {item.preview()}: {redact_text(str(exc)).text}"
     updated = view.atomic_item(stored)

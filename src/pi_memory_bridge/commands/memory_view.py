@@ -122,7 +122,7 @@ async def _guard(what: str, problems: list[str], job: Awaitable[T]) -> T | None:
 async def profile(backend: MemoryBackend) -> MemoryItem | None:
     if Capability.L3_PROFILE not in backend.capabilities:
         return None
-    found = await backend.read_profile()
+    found = await backend.notes.read_profile()
     if found is None or not found.content.strip():
         return None
     return MemoryItem("L3", "profile", "profile", redacted(found.content))
@@ -133,7 +133,7 @@ async def memories(
 ) -> list[MemoryItem]:
     if Capability.L1_LIST not in backend.capabilities:
         return []
-    return [atomic_item(m) for m in await backend.list_atomic(limit, offset, kind)]
+    return [atomic_item(m) for m in await backend.memories.list(limit, offset, kind)]
 
 
 async def conversation(
@@ -141,13 +141,13 @@ async def conversation(
 ) -> list[MemoryItem]:
     if Capability.L0_LIST not in backend.capabilities:
         return []
-    return [turn_item(h) for h in await backend.list_conversation(limit, offset)]
+    return [turn_item(h) for h in await backend.conversation.list(limit, offset)]
 
 
 async def notes(backend: MemoryBackend) -> list[MemoryItem]:
     if Capability.L2_SCENARIOS not in backend.capabilities:
         return []
-    entries = await backend.list_scenarios()
+    entries = await backend.notes.list_scenarios()
     return [
         MemoryItem("L2", e.path, "note", redacted(e.summary), e.updated_at, e.updated_at, redacted(e.summary))
         for e in entries
@@ -176,7 +176,7 @@ COUNT_CAP = 200  # the view says "200+" rather than paging through everything to
 async def _count_kind(backend: MemoryBackend, kind: str) -> int:
     if Capability.L1_LIST not in backend.capabilities:
         return 0
-    return len(await backend.list_atomic(COUNT_CAP, 0, kind))
+    return len(await backend.memories.list(COUNT_CAP, 0, kind))
 
 
 async def search(backend: MemoryBackend, query: str, limit: int = DEFAULT_LIMIT) -> list[MemoryItem]:
@@ -189,9 +189,9 @@ async def search(backend: MemoryBackend, query: str, limit: int = DEFAULT_LIMIT)
         return recent[:limit]
     found: list[MemoryItem] = []
     if Capability.L1_SEARCH in backend.capabilities:
-        found += [atomic_item(m) for m in await backend.search_atomic(query, limit)]
+        found += [atomic_item(m) for m in await backend.memories.search(query, limit)]
     if Capability.L0_SEARCH in backend.capabilities:
-        found += [turn_item(h) for h in await backend.search_conversation(query, limit)]
+        found += [turn_item(h) for h in await backend.conversation.search(query, limit)]
     return found
 
 
@@ -213,16 +213,16 @@ async def find(backend: MemoryBackend, ref: str) -> MemoryItem | None:
         if Capability.L2_SCENARIOS not in backend.capabilities:
             return None
         try:
-            note = await backend.read_scenario(key)
+            note = await backend.notes.read_scenario(key)
         except BackendRejected:
             return None
         return MemoryItem("L2", note.path, "note", redacted(note.content), source=redacted(note.summary))
     if layer in (None, "L1") and Capability.L1_LIST in backend.capabilities:
-        hits = await backend.list_atomic(1, 0, None, [key])
+        hits = await backend.memories.list(1, 0, None, [key])
         if hits:
             return atomic_item(hits[0])
     if layer in (None, "L0") and Capability.L0_LIST in backend.capabilities:
-        turns = await backend.list_conversation(1, 0, [key])
+        turns = await backend.conversation.list(1, 0, [key])
         if turns:
             return turn_item(turns[0])
     return None

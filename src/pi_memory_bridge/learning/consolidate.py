@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Literal
 
+from pi_memory_bridge.backends.local.atomic_rows import content_key
 from pi_memory_bridge.backends.local.learned_rows import (
     JobConflict,
     JobOp,
@@ -28,7 +29,6 @@ from pi_memory_bridge.backends.local.learned_rows import (
     new_job_id,
 )
 from pi_memory_bridge.backends.local.memories import LearnedMemories
-from pi_memory_bridge.backends.local.store import content_key
 from pi_memory_bridge.learning.budget import allows, budget_day, estimate_tokens
 from pi_memory_bridge.learning.cheap import shares_a_topic
 from pi_memory_bridge.learning.model import Completion, CompletionModel, ModelError

@@ -86,7 +86,7 @@ def similar_search(backend: MemoryBackend) -> SimilarSearch:
     """The backend's own L1 search (keyword today, hybrid when embeddings are on), active only."""
 
     async def search(text: str, k: int) -> list[str]:
-        return [m.id for m in await backend.search_atomic(text, k)]
+        return [m.id for m in await backend.memories.search(text, k)]
 
     return search
 
@@ -183,11 +183,11 @@ class Learning:
             return
         self.memories = LearnedMemories(backend.store)
         self.proposals = ProposalReview(backend.store)
-        # learned memories are inserted beside `save_atomic`: wake the vector worker ourselves
+        # learned memories are inserted beside `memories.save`: wake the vector worker ourselves
         # (its periodic scan would find them too, only later)
         self._vectors_changed = backend.semantic.notify if backend.semantic is not None else None
         self._search = similar_search(backend)
-        self.notes.attach(self.memories, backend.notes, backend.root)
+        self.notes.attach(self.memories, backend.note_files, backend.root)
         if self.active and schedule:
             self._scheduler.kick(LEFTOVER_DELAY_S)
 

@@ -141,11 +141,11 @@ class BatchDelivery:
             async with asyncio.timeout(self._rules.send_timeout_s):
                 ambiguous = [item.turn.turn_id for item in claim.items if item.ambiguous]
                 if ambiguous:
-                    already = set(await self._backend.stored_turn_ids(ambiguous)) & set(ambiguous)
+                    already = set(await self._backend.conversation.stored_ids(ambiguous)) & set(ambiguous)
                 fresh = [item.turn for item in claim.items if item.turn.turn_id not in already]
                 if fresh:
                     sent = True
-                    await self._backend.add_turns(fresh, first_attempt=never_tried(claim))
+                    await self._backend.conversation.add(fresh, first_attempt=never_tried(claim))
         except asyncio.CancelledError:
             # Blocking, but only a short local write: an awaited call could be cancelled again.
             self._settle_quietly(lambda: self._claims.release(claim, ambiguous=sent))

@@ -217,7 +217,7 @@ class ClaimedTurn:
     attempts: int
     rejections: int
     # An earlier send may have reached the backend (lost response, crash, reclaimed lease):
-    # check `stored_turn_ids` before sending it again.
+    # check `conversation.stored_ids` before sending it again.
     ambiguous: bool
 
 

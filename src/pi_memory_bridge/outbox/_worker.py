@@ -16,7 +16,7 @@ together; one session's batches still go strictly one after another, in order.
 
 A failure after the request may have gone out (timeout, lost response, crash, cancellation)
 marks the records ambiguous; before resending an ambiguous record the worker asks the backend
-which ids it already stored (`stored_turn_ids`) and completes those without sending them again,
+which ids it already stored (`conversation.stored_ids`) and completes those without sending them again,
 because a remote server does not deduplicate. A batch none of whose records was ever tried
 is marked as a first attempt, so the backend may skip its own redelivery check.
 """

@@ -100,13 +100,13 @@ class CaptureDelivery:
         in_flight = [e.id for e in removed if e.state is RecordState.IN_FLIGHT]
         if in_flight and backend is not None:
             # it may have reached the store while we removed it: delete it there too
-            await backend.delete_conversation(in_flight)
+            await backend.conversation.delete(in_flight)
         deleted = [i for i in ids if i in gone]
         missing = [i for i in ids if i not in gone]
         failed: list[tuple[str, str]] = []
         if missing and backend is not None:
             # delivered between the preview and now: it is in the store, delete it there
-            report = await backend.delete_conversation(missing)
+            report = await backend.conversation.delete(missing)
             deleted.extend(report.deleted)
             failed.extend(report.failed)
         elif missing:

@@ -23,7 +23,7 @@ class LayerQuery:
 
 
 async def fetch_l3(backend: MemoryBackend, q: LayerQuery) -> list[RecallItem]:
-    profile = await backend.read_profile()
+    profile = await backend.notes.read_profile()
     if profile is None:
         return []
     item = make_item(Layer.L3, "profile", profile.content, source_id=profile.path or "profile")
@@ -39,7 +39,7 @@ def l1_label(m: AtomicMemory) -> str:
 
 
 async def fetch_l1(backend: MemoryBackend, q: LayerQuery) -> list[RecallItem]:
-    memories = await backend.search_atomic(q.query, q.limit)
+    memories = await backend.memories.search(q.query, q.limit)
     items = (
         make_item(Layer.L1, l1_label(m), m.content, source_id=m.id, score=m.score)
         for m in memories[: q.limit]
@@ -49,7 +49,7 @@ async def fetch_l1(backend: MemoryBackend, q: LayerQuery) -> list[RecallItem]:
 
 async def fetch_l0(backend: MemoryBackend, q: LayerQuery) -> list[RecallItem]:
     # Ask for a few more than needed: turns of the live branch are dropped below.
-    hits = await backend.search_conversation(q.query, q.limit + min(8, len(q.live_user_timestamps)))
+    hits = await backend.conversation.search(q.query, q.limit + min(8, len(q.live_user_timestamps)))
     items: list[RecallItem] = []
     for hit in hits:
         sides = (("user", hit.user_text.strip()), ("assistant", hit.assistant_text.strip()))
@@ -71,11 +71,13 @@ async def fetch_l2(backend: MemoryBackend, q: LayerQuery) -> list[RecallItem]:
     terms = query_terms(q.query)
     if not terms:
         return []
-    entries = await backend.list_scenarios()
+    entries = await backend.notes.list_scenarios()
     scored = [(overlap_score(terms, f"{e.path}\n{e.summary}"), i, e) for i, e in enumerate(entries)]
     chosen = [e for score, _, e in sorted((s for s in scored if s[0] > 0), key=lambda s: (-s[0], s[1]))]
     chosen = chosen[: q.limit]
-    notes = await asyncio.gather(*(backend.read_scenario(e.path) for e in chosen), return_exceptions=True)
+    notes = await asyncio.gather(
+        *(backend.notes.read_scenario(e.path) for e in chosen), return_exceptions=True
+    )
     items: list[RecallItem] = []
     for entry, note in zip(chosen, notes, strict=True):
         if isinstance(note, BaseException):

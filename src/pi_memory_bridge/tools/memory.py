@@ -83,7 +83,7 @@ async def memory_search(backend: MemoryBackend, arguments: dict[str, Any]) -> tu
     if Capability.L1_SEARCH not in backend.capabilities:
         raise ToolFailure(f"the {backend.name} backend has no structured memory search")
     try:
-        found = await backend.search_atomic(args.query, args.limit)
+        found = await backend.memories.search(args.query, args.limit)
     except BackendError as exc:
         raise ToolFailure(f"memory search failed: {redact_text(str(exc)).text}") from None
     if not found:
@@ -98,7 +98,7 @@ async def conversation_search(
     if Capability.L0_SEARCH not in backend.capabilities:
         raise ToolFailure(f"the {backend.name} backend has no conversation search")
     try:
-        hits = await backend.search_conversation(args.query, args.limit)
+        hits = await backend.conversation.search(args.query, args.limit)
     except BackendError as exc:
         raise ToolFailure(f"conversation search failed: {redact_text(str(exc)).text}") from None
     if not hits:
@@ -118,7 +118,7 @@ async def memory_save(
         raise ToolFailure(f"the {backend.name} backend does not accept saved memories")
     redacted = redact_text(args.content)
     try:
-        saved = await backend.save_atomic(redacted.text, args.type.value, source)
+        saved = await backend.memories.save(redacted.text, args.type.value, source)
     except BackendError as exc:
         raise ToolFailure(f"saving the memory failed: {redact_text(str(exc)).text}") from None
     verb = "Saved" if saved.created else "Already remembered"

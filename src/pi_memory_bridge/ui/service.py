@@ -105,7 +105,7 @@ class Inspector:
 
         try:
             await asyncio.to_thread(
-                write_generated, LearnedMemories(backend.store), backend.notes, backend.root
+                write_generated, LearnedMemories(backend.store), backend.note_files, backend.root
             )
         except (BackendError, OSError) as exc:
             log.warning("cannot write the learned profile or notes: %s", exc)
@@ -119,7 +119,7 @@ class Inspector:
 
     @property
     def notes_editable(self) -> bool:
-        return isinstance(self.backend, NoteWriter)
+        return self.backend is not None and isinstance(self.backend.notes, NoteWriter)
 
     def forget_deps(self) -> ForgetDeps:
         delivery, backend = self.delivery, self.backend

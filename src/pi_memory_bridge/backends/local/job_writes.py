@@ -20,6 +20,7 @@ from typing import Literal
 
 from pi_memory_bridge import textsearch
 from pi_memory_bridge.backends.local import fts
+from pi_memory_bridge.backends.local.atomic_rows import clean_tags, content_key
 from pi_memory_bridge.backends.local.learned_rows import (
     JOB_COLUMNS,
     KEEP_FINISHED_JOBS,
@@ -36,13 +37,9 @@ from pi_memory_bridge.backends.local.learned_rows import (
     utc_now,
 )
 from pi_memory_bridge.backends.local.question_schema import add_questions
+from pi_memory_bridge.backends.local.row_values import MAX_INDEXED_CHARS
 from pi_memory_bridge.backends.local.schema import ATOMIC_INDEX
-from pi_memory_bridge.backends.local.store import (
-    MAX_INDEXED_CHARS,
-    SqliteMemoryStore,
-    clean_tags,
-    content_key,
-)
+from pi_memory_bridge.backends.local.store import SqliteMemoryStore
 
 
 @dataclass(frozen=True, slots=True)

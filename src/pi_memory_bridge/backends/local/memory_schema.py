@@ -37,7 +37,7 @@ ORIGINS = ("user", "model-tool", "learned")
 
 
 def origin_for_source(source: str) -> str:
-    """The origin of a memory saved through `save_atomic`: the model's save tool, else the user.
+    """The origin of a memory saved through `memories.save`: the model's save tool, else the user.
 
     Anything not known to come from the model counts as hand-saved, the side that consolidation
     is never allowed to overwrite.

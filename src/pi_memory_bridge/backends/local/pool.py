@@ -57,7 +57,7 @@ class ConnectionPool:
                 check_same_thread=False,
             )
             try:
-                # FULL: a turn that add_turns acknowledged must survive a power loss, because
+                # FULL: a turn that `conversation.add` acknowledged must survive a power loss, because
                 # the outbox forgets it once acknowledged.
                 conn.execute("PRAGMA synchronous = FULL")
                 conn.execute("PRAGMA foreign_keys = ON")

@@ -20,10 +20,11 @@ from typing import Literal
 
 from pi_memory_bridge.backends.base import BackendRejected
 from pi_memory_bridge.backends.local import fts
+from pi_memory_bridge.backends.local.atomic_rows import content_key
 from pi_memory_bridge.backends.local.job_writes import insert_job, insert_memory
 from pi_memory_bridge.backends.local.learned_rows import JobSummary, MemoryRow, new_job_id, rows_in
 from pi_memory_bridge.backends.local.schema import ATOMIC_INDEX
-from pi_memory_bridge.backends.local.store import SqliteMemoryStore, content_key
+from pi_memory_bridge.backends.local.store import SqliteMemoryStore
 
 Decision = Literal["accepted", "dismissed"]
 REVIEW_SOURCE = "review"  # `source` of a memory written by accepting a proposal

@@ -25,10 +25,12 @@ from typing import Literal
 
 from pi_memory_bridge import textsearch
 from pi_memory_bridge.backends.local import fts
+from pi_memory_bridge.backends.local.atomic_rows import content_key
 from pi_memory_bridge.backends.local.pool import ConnectionPool
+from pi_memory_bridge.backends.local.row_values import MAX_INDEXED_CHARS
 from pi_memory_bridge.backends.local.schema import ATOMIC_INDEX, TURNS_INDEX
 from pi_memory_bridge.backends.local.sqlite_errors import translated
-from pi_memory_bridge.backends.local.store import DEFAULT_BUSY_TIMEOUT_MS, MAX_INDEXED_CHARS, content_key
+from pi_memory_bridge.backends.local.store import DEFAULT_BUSY_TIMEOUT_MS
 from pi_memory_bridge.redact import Redacted, redact_text, redact_value
 
 BATCH_ROWS = 200
@@ -77,7 +79,7 @@ class _TurnUpdate:
 
 
 def _tokens(text: str) -> str:
-    # the store's own tokenization (store._tokens): the index must match what add_turns wrote
+    # the store's own tokenization (row_values.index_tokens): the index must match what the store wrote
     return " ".join(textsearch.index_tokens(text[:MAX_INDEXED_CHARS]))
 
 

@@ -195,7 +195,7 @@ class SemanticIndex:
             return None
         dense = self._dense_beside(self.atomic, vector, until)
         asked = self._dense_beside(self.questions, vector, until)
-        keyword = self._store.search_atomic(query, CANDIDATES, type)
+        keyword = self._store.memories.search(query, CANDIDATES, type)
         top, question_top = dense.result(), asked.result()
         if top is None:
             return None
@@ -253,7 +253,7 @@ class SemanticIndex:
         if vector is None:
             return None
         dense = self._dense_beside(self.turns, vector, until)
-        keyword = self._store.search_conversation(query, CANDIDATES)
+        keyword = self._store.conversation.search(query, CANDIDATES)
         ranked = self._rank(
             dense.result(),
             self.turns,

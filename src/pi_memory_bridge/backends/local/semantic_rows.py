@@ -4,11 +4,11 @@ the rows that made the cut, and which memory a question vector belongs to (synch
 from __future__ import annotations
 
 from collections.abc import Sequence
-from datetime import datetime
 from typing import TYPE_CHECKING
 
 from pi_memory_bridge.backends.base import AtomicMemory, ConversationHit
-from pi_memory_bridge.backends.local.store import ATOMIC_COLUMNS, atomic_row
+from pi_memory_bridge.backends.local.atomic_rows import ATOMIC_COLUMNS, atomic_row
+from pi_memory_bridge.backends.local.turn_rows import TURN_COLUMNS, turn_hit
 
 if TYPE_CHECKING:
     from pi_memory_bridge.backends.local.store import SqliteMemoryStore
@@ -73,21 +73,7 @@ class StoreRows:
         marks = ",".join("?" * len(rowids))
         with self._store.reading("reading conversation turns") as conn:
             rows = conn.execute(
-                "SELECT id, turn_id, memory_session_id, user_text, assistant_text, created_at FROM turns "
-                f"WHERE id IN ({marks})",
+                f"SELECT id, {TURN_COLUMNS} FROM turns WHERE id IN ({marks})",
                 tuple(rowids),
             ).fetchall()
-        return [
-            (
-                int(rowid),
-                ConversationHit(
-                    turn_id=turn_id,
-                    memory_session_id=session,
-                    user_text=user,
-                    assistant_text=assistant,
-                    created_at=datetime.fromisoformat(created),
-                    score=0.0,
-                ),
-            )
-            for rowid, turn_id, session, user, assistant, created in rows
-        ]
+        return [(int(row[0]), turn_hit(row[1:])) for row in rows]

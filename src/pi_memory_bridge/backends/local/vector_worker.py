@@ -1,7 +1,7 @@
 """The background worker that gives every stored row its vector: new turns at capture, and
 the rows of an existing store (backfill), newest first.
 
-Delivery into the store never waits for it: `add_turns` and `save_atomic` only `notify()` it.
+Delivery into the store never waits for it: `conversation.add` and `memories.save` only `notify()` it.
 It embeds in small batches and, while a backlog lasts, rests as long as each batch took, so a
 backfill takes at most about half of one core and recall in the same process stays fast.
 Several sidecars (one per Pi session) share a store: an advisory lock file lets one of them

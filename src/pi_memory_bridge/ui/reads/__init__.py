@@ -1,6 +1,6 @@
 """What each inspector page shows, read without HTTP: one module per page, typed results.
 
-Searches are the backend's own (`search_atomic`, `search_conversation`: what recall and the tools
+Searches are the backend's own (`memories.search`, `conversation.search`: what recall and the tools
 use); lists come from the local store's read-only view. A part that cannot be read becomes a
 problem the page states, never an error page.
 """

@@ -58,7 +58,7 @@ async def _search_turns(insp: Inspector, query: str) -> tuple[list[TurnRow], str
     if backend is None or Capability.L0_SEARCH not in backend.capabilities:
         return [], f"conversation search is unavailable: {insp.backend_error or 'not supported'}"
     try:
-        hits = await backend.search_conversation(query, SEARCH_LIMIT)
+        hits = await backend.conversation.search(query, SEARCH_LIMIT)
     except BackendError as exc:
         return [], f"search failed: {plain(exc)}"
     full = await asyncio.to_thread(insp.store.turns_by_id, [h.turn_id for h in hits]) if insp.store else {}

@@ -87,7 +87,7 @@ async def _search_memories(insp: Inspector, query: str, kind: str) -> tuple[list
     # the backend filters by the types it knows; kinds a newer store adds are filtered here
     typed = kind if kind in {t.value for t in AtomicType} else None
     try:
-        hits = await backend.search_atomic(query, SEARCH_LIMIT, typed)
+        hits = await backend.memories.search(query, SEARCH_LIMIT, typed)
     except BackendError as exc:
         return [], f"search failed: {plain(exc)}"
     if kind:

@@ -18,12 +18,12 @@ async def profile_and_notes(
         return profile, scenarios
     if Capability.L3_PROFILE in backend.capabilities:
         try:
-            profile = await backend.read_profile()
+            profile = await backend.notes.read_profile()
         except BackendError as exc:
             problems.append(Problem(f"the profile cannot be read: {plain(exc)}", "fix or delete the file"))
     if Capability.L2_SCENARIOS in backend.capabilities:
         try:
-            scenarios = tuple(await backend.list_scenarios())
+            scenarios = tuple(await backend.notes.list_scenarios())
         except BackendError as exc:
             problems.append(Problem(f"the project notes cannot be listed: {plain(exc)}", "see the log file"))
     return profile, scenarios
@@ -42,6 +42,6 @@ async def note(insp: Inspector, path: str) -> ScenarioNote | str:
     if insp.backend is None:
         return f"the memory store is unavailable: {insp.backend_error}"
     try:
-        return await insp.backend.read_scenario(path)
+        return await insp.backend.notes.read_scenario(path)
     except BackendError as exc:
         return plain(exc)

@@ -5,7 +5,7 @@
 For each size it builds a fresh store in a temporary directory from deterministic synthetic
 turns (mixed English and Chinese coding-agent chatter with Zipf-distributed vocabulary,
 identifiers and paths), plus the labelled search-quality turns from tests/data/search_quality,
-then times `search_conversation` and `search_atomic` through the async `LocalBackend` API, one
+then times `conversation.search` and `memories.search` through the async `LocalBackend` API, one
 call at a time, and prints p50/p95/p99. It also prints recall@4 of the labelled queries against
 the labelled turns alone and buried in each synthetic store. Figures, not pass/fail.
 """

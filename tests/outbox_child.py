@@ -9,10 +9,10 @@ The backend is wrapped to have bad days on cue, controlled by flag files so the 
 them while children come and go:
 
     --down-flag F   while F exists every call raises BackendUnavailable (an outage)
-    --lose-flag F   while F exists add_turns stores, then raises BackendUnavailable (lost response)
-    --latency S     each add_turns first waits a random 0..S seconds (a network round trip), which
+    --lose-flag F   while F exists conversation.add stores, then raises BackendUnavailable (lost response)
+    --latency S     each conversation.add first waits a random 0..S seconds (a network round trip), which
                     widens the windows in which processes could overtake each other
-    --send-log F    every turn handed to add_turns is appended to F (`<pid> <turn id>`), after the
+    --send-log F    every turn handed to conversation.add is appended to F (`<pid> <turn id>`), after the
                     store accepted it: an id that appears twice was sent twice, which a server that
                     does not deduplicate would have stored twice
     --parallel N    the backend declares CONCURRENT_SESSIONS and the worker keeps up to N

@@ -1,4 +1,4 @@
-"""Editing memory in place: the local store's `edit_atomic` and the shared `edit_memory` / note calls."""
+"""Editing memory in place: the local store's `memories.edit` and the shared `edit_memory` / note calls."""
 
 from __future__ import annotations
 

@@ -220,7 +220,7 @@ def test_an_outage_longer_than_all_retry_steps_across_two_restarts_dead_letters_
 @pytest.mark.parametrize("parallel", [1, 3])
 def test_lost_responses_and_a_kill_in_between_store_nothing_twice(tmp_path: Path, parallel: int) -> None:
     root, log, lose = tmp_path / "memory-bridge", tmp_path / "sent.log", tmp_path / "lose-responses"
-    lose.touch()  # every add_turns stores, then times out
+    lose.touch()  # every conversation.add stores, then times out
 
     first = spawn(
         root, "--count", 40, "--run-for", 60, "--send-log", log, "--lose-flag", lose, "--parallel", parallel,

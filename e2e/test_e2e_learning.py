@@ -382,6 +382,38 @@ def test_consolidate_runs_without_pi_on_a_configured_endpoint(pi_env: PiEnv, fak
     assert "undid job" in undone.stdout and memories(pi_env) == []
 
 
+def test_consolidate_without_pi_also_enriches_a_hand_saved_memory(
+    pi_env: PiEnv, fake_model: FakeModel
+) -> None:
+    use_bridge(pi_env, config={"learning": {"enabled": False}})
+    saved = pi_env.run_print(["/tdai-memory-remember Deploys go out on Tuesdays."], extensions=[SHIM])
+    assert saved.returncode == 0, saved.stderr
+    endpoint = {"enabled": True, "endpoint": fake_model.base_url, "model": "fake-model"}
+    write_config(pi_env, {"learning": endpoint})
+    tags, questions = ["release day", "发布日"], ["When do deploys go out?", "哪天发布？"]
+    fake_model.script_consolidation(
+        "enrich", {"memories": [{"id": "m1", "tags": tags, "questions": questions}]}
+    )
+    done = subprocess.run(
+        [str(SIDECAR), "consolidate"],
+        env=pi_env.environ(),
+        cwd=pi_env.work_dir,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "enriched 1 memory(ies)" in done.stdout
+    [request] = fake_model.consolidation_requests("enrich")
+    assert request.body.get("stream") is False and "Deploys go out on Tuesdays." in request.all_text
+    [row] = memories(pi_env)
+    assert (row["content"], row["origin"], row["tags"]) == (
+        "Deploys go out on Tuesdays.",
+        "user",
+        "\n".join(tags),
+    )
+
+
 def test_pi_about_to_compact_consolidates_at_once(pi_env: PiEnv, fake_model: FakeModel) -> None:
     # no idle pause or turn count would start a job within this test: only the compaction does
     use_bridge(pi_env, config={"learning": {"enabled": True, "idleSeconds": 3600, "everyTurns": 100}})

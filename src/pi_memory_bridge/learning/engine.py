@@ -243,19 +243,19 @@ class Learning:
     # ---- running ------------------------------------------------------------------------------
 
     async def _run(self) -> None:
-        if not self.active or self.memories is None or self.model is None or self._search is None:
+        memories, search = self.memories, self._search
+        if not self.active or memories is None or self.model is None or search is None:
             return
         model = WorkingModel(self.model, self._working_changed)
-        if await self._consolidate(model):
-            await self._enrich(model)
+        if await self._consolidate(memories, search, model):
+            await self._enrich(memories, model)
 
-    async def _enrich(self, model: CompletionModel) -> None:
+    async def _enrich(self, memories: LearnedMemories, model: CompletionModel) -> None:
         """Tags and questions for memories saved without them, a few bounded batches per run."""
         from pi_memory_bridge.learning.enrich_job import enrich_once
 
-        assert self.memories is not None
         for _ in range(MAX_ENRICH_JOBS_PER_RUN):
-            outcome = await enrich_once(self.memories, model, job_settings(self.settings))
+            outcome = await enrich_once(memories, model, job_settings(self.settings))
             if outcome.kind == "nothing":
                 self.dropped.update(outcome.dropped)
                 return
@@ -265,16 +265,17 @@ class Learning:
             if outcome.kind != "applied":
                 return
 
-    async def _consolidate(self, model: CompletionModel) -> bool:
+    async def _consolidate(
+        self, memories: LearnedMemories, search: SimilarSearch, model: CompletionModel
+    ) -> bool:
         """Consolidation jobs over the turns waiting; False when the last one failed or waits."""
         from pi_memory_bridge.learning.consolidate import consolidate_once
 
-        assert self.memories is not None and self._search is not None
         session = self._session
         found = False
         for _ in range(MAX_JOBS_PER_RUN):
             outcome = await consolidate_once(
-                self.memories, self._search, model, job_settings(self.settings), session=session
+                memories, search, model, job_settings(self.settings), session=session
             )
             if outcome.kind == "nothing" and session is not None:
                 session = None  # this session is done: turns earlier sessions left behind come next

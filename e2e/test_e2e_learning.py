@@ -1,6 +1,7 @@
 """Learning on real Pi: turns become L1 memories on the user's model (through the shim), a change
 of mind supersedes the old memory, undo restores it, doubtful answers write nothing, hand-saved
-memories win, and consent is asked once in an interactive session and never in print mode.
+memories win and get tags and questions to be found by, and consent is asked once in an
+interactive session and never in print mode.
 
 The scripted model answers the consolidation prompts from `script_consolidation`; Pi runs those
 calls through its model registry (`model/complete`), so they reach the same fake server as chat.
@@ -14,7 +15,7 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
-from bridge import SHIM, SIDECAR, data_dir, use_bridge
+from bridge import SHIM, SIDECAR, data_dir, use_bridge, write_config
 from harness import FakeModel, PiEnv, PiRpcSession, RecordedRequest, ScriptedDialogs, TextReply
 
 CONSENT_YES = "Yes, learn from my sessions"
@@ -136,6 +137,78 @@ def _question_vectors(env: PiEnv) -> int:
         return int(con.execute("SELECT count(*) FROM atomic_question_vectors").fetchone()[0])
 
 
+def _atomic_vectors(env: PiEnv) -> int:
+    with _db(env) as con:
+        return int(con.execute("SELECT count(*) FROM atomic_vectors").fetchone()[0])
+
+
+def test_a_hand_saved_memory_is_enriched_by_learning_and_then_recalled_in_other_words(
+    pi_env: PiEnv, fake_model: FakeModel
+) -> None:
+    memory = "Dana reviews every database migration before it is merged."
+    asked = "Who has to sign off on schema changes?"  # no word of the memory or its tags
+    tags = ["database migrations", "code review", "数据库迁移"]
+    questions = ["Who must approve a change to the database schema?", "改数据库表结构要谁批准？"]
+    log = data_dir(pi_env) / "logs" / "sidecar.log"
+    # saved by hand while learning is off: nothing is sent to any model, and its sentence alone
+    # is too far from the question to be recalled
+    use_bridge(pi_env, config={"learning": {"enabled": False}})
+    rpc = pi_env.start_rpc(extensions=[SHIM])
+    rpc.prompt_and_settle(f"/tdai-memory-remember {memory}")
+    rpc.wait_until(lambda: _model_loads(log) >= 1 and _atomic_vectors(pi_env) == 1, timeout=60)
+    fake_model.script(TextReply("ok"))
+    rpc.prompt_and_settle(asked)
+    assert memory not in recalled(fake_model)
+    assert rpc.close() == 0
+    assert fake_model.consolidation_requests() == []
+    [saved] = memories(pi_env)
+    assert (saved["origin"], saved["tags"]) == ("user", "")
+
+    write_config(pi_env, {"learning": FAST})
+    answer = {"memories": [{"id": "m1", "tags": tags, "questions": questions}]}
+    fake_model.script_consolidation("enrich", answer)
+    rpc = pi_env.start_rpc(extensions=[SHIM])
+    rpc.prompt_and_settle("Let us continue with the release notes.")
+    rpc.wait_until(lambda: any(j["enriched"] == 1 for j in jobs(pi_env)), timeout=45, interval=0.2)
+    [job] = [j["job_id"] for j in jobs(pi_env) if j["enriched"]]
+    rpc.wait_until(
+        lambda: any("enriched 1 memory(ies)" in n.message for n in rpc.ui.notifications), timeout=10
+    )
+    [request] = fake_model.consolidation_requests("enrich")
+    assert f"[m1] (preference) {memory}" in request.all_text and "at-" not in request.all_text
+    [row] = memories(pi_env)  # its text, origin and validity as they were; the aids beside it
+    assert (row["content"], row["origin"], row["valid_to"], row["tags"]) == (
+        memory,
+        "user",
+        None,
+        "\n".join(tags),
+    )
+    assert row["updated_at"] == saved["updated_at"]
+    with _db(pi_env) as con:
+        assert [r[0] for r in con.execute("SELECT text FROM atomic_questions ORDER BY id")] == questions
+    rpc.wait_until(lambda: _question_vectors(pi_env) == 2 and _atomic_vectors(pi_env) == 1, timeout=60)
+    rpc.prompt_and_settle("/tdai-memory-status")
+    assert any(
+        "enriched 1 memory(ies)" in n.message for n in rpc.ui.notifications if "learning:" in n.message
+    )
+    assert rpc.close() == 0
+
+    # a new session, asked in other words: recalled by the questions the learning job wrote
+    loads_before = _model_loads(log)
+    rpc = pi_env.start_rpc(extensions=[SHIM], dialogs=ScriptedDialogs().select(UNDO_YES))
+    rpc.wait_until(lambda: _model_loads(log) > loads_before, timeout=60)
+    fake_model.script(TextReply("ok"))
+    rpc.prompt_and_settle(asked)
+    assert memory in l1_section(recalled(fake_model))
+    # undo of that job takes the tags and questions away again, and the memory stays
+    rpc.prompt_and_settle(f"/tdai-memory-undo {job}")
+    rpc.wait_until(lambda: any("tags and questions taken from 1" in n.message for n in rpc.ui.notifications))
+    assert rpc.close() == 0
+    [row] = memories(pi_env)
+    assert (row["content"], row["origin"], row["tags"]) == (memory, "user", "")
+    assert _question_vectors(pi_env) == 0
+
+
 def _supersede_mysql(env: PiEnv, fake: FakeModel) -> None:
     fake.script_consolidation("extract", extract(("fact", "The project uses MySQL as its database.")))
     fake.script_consolidation(
@@ -235,7 +308,8 @@ def test_a_hand_saved_memory_is_never_superseded(pi_env: PiEnv, fake_model: Fake
     assert [(r["content"], r["origin"], r["valid_to"]) for r in memories(pi_env)] == [
         ("The project uses MySQL.", "user", None)
     ]
-    [job] = jobs(pi_env)
+    # the consolidation job (an enrichment job may follow it for the hand-saved memory)
+    [job] = [j for j in jobs(pi_env) if j["turns"]]
     assert (job["proposed"], job["superseded"], job["added"]) == (1, 0, 0)
 
 
@@ -307,6 +381,38 @@ def test_consolidate_runs_without_pi_on_a_configured_endpoint(pi_env: PiEnv, fak
     )
     assert undone.returncode == 0, undone.stderr
     assert "undid job" in undone.stdout and memories(pi_env) == []
+
+
+def test_consolidate_without_pi_also_enriches_a_hand_saved_memory(
+    pi_env: PiEnv, fake_model: FakeModel
+) -> None:
+    use_bridge(pi_env, config={"learning": {"enabled": False}})
+    saved = pi_env.run_print(["/tdai-memory-remember Deploys go out on Tuesdays."], extensions=[SHIM])
+    assert saved.returncode == 0, saved.stderr
+    endpoint = {"enabled": True, "endpoint": fake_model.base_url, "model": "fake-model"}
+    write_config(pi_env, {"learning": endpoint})
+    tags, questions = ["release day", "发布日"], ["When do deploys go out?", "哪天发布？"]
+    fake_model.script_consolidation(
+        "enrich", {"memories": [{"id": "m1", "tags": tags, "questions": questions}]}
+    )
+    done = subprocess.run(
+        [str(SIDECAR), "consolidate"],
+        env=pi_env.environ(),
+        cwd=pi_env.work_dir,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "enriched 1 memory(ies)" in done.stdout
+    [request] = fake_model.consolidation_requests("enrich")
+    assert request.body.get("stream") is False and "Deploys go out on Tuesdays." in request.all_text
+    [row] = memories(pi_env)
+    assert (row["content"], row["origin"], row["tags"]) == (
+        "Deploys go out on Tuesdays.",
+        "user",
+        "\n".join(tags),
+    )
 
 
 def test_pi_about_to_compact_consolidates_at_once(pi_env: PiEnv, fake_model: FakeModel) -> None:

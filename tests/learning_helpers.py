@@ -16,6 +16,7 @@ from pi_memory_bridge.backends.base import ConversationTurn
 from pi_memory_bridge.backends.local import LocalBackend
 from pi_memory_bridge.backends.local.memories import LearnedMemories
 from pi_memory_bridge.learning.consolidate import JobOutcome, JobSettings, consolidate_once
+from pi_memory_bridge.learning.enrichment import ENRICH_TAG
 from pi_memory_bridge.learning.model import Completion, ModelError
 from pi_memory_bridge.learning.prompts import EXTRACT_TAG, RECONCILE_TAG
 
@@ -40,6 +41,12 @@ def extract(*memories: tuple[str, str, list[str]] | dict[str, Any]) -> str:
     return json.dumps({"memories": items}, ensure_ascii=False)
 
 
+def enrich(*entries: tuple[str, list[str], list[str]]) -> str:
+    """An enrichment answer: (memory ref, tags, questions) per entry."""
+    items = [{"id": ref, "tags": tags, "questions": questions} for ref, tags, questions in entries]
+    return json.dumps({"memories": items}, ensure_ascii=False)
+
+
 def decide(*decisions: dict[str, Any]) -> str:
     return json.dumps({"decisions": list(decisions)}, ensure_ascii=False)
 
@@ -57,6 +64,8 @@ class Call:
             return "extract"
         if self.system.startswith(RECONCILE_TAG):
             return "reconcile"
+        if self.system.startswith(ENRICH_TAG):
+            return "enrich"
         return "other"
 
 

@@ -85,7 +85,8 @@ def _learning_v4(db: Path, old: str, new: str) -> None:
             (json.dumps(["t-said", "t-forgotten"]), new),
         )
         conn.execute(
-            "INSERT INTO learning_jobs VALUES "
+            "INSERT INTO learning_jobs (job_id, created_at, state, reason, model, input_tokens, "
+            "output_tokens, turns, added, skipped, superseded, merged, proposed, undone_at) VALUES "
             "('job-1', ?, 'applied', '', 'fake/model', 900, 80, 3, 1, 0, 1, 0, 0, NULL)",
             (T0.isoformat(),),
         )

@@ -15,7 +15,7 @@ Each `POST .../chat/completions` is answered by, in order:
 
 Consolidation requests (pi-memory-bridge's learning prompts, recognised by the tag line their
 system prompt starts with) never touch the queue above: they take the next answer scripted with
-`FakeModel.script_consolidation("extract" | "reconcile", ...)`, else an empty but valid answer
+`FakeModel.script_consolidation("extract" | "reconcile" | "enrich", ...)`, else an empty but valid answer
 (recorded in `consolidation_unscripted`), so a test's chat script is not consumed by background
 learning and a learning script is not consumed by chat.
 
@@ -46,8 +46,13 @@ _USAGE: Final = {"prompt_tokens": 11, "completion_tokens": 7, "total_tokens": 18
 CONSOLIDATION_TAGS: Final = {
     "extract": "[pi-memory-bridge:extract v2]",
     "reconcile": "[pi-memory-bridge:reconcile v1]",
+    "enrich": "[pi-memory-bridge:enrich v1]",  # tags and questions for memories saved without them
 }
-_EMPTY_ANSWERS: Final = {"extract": '{"memories": []}', "reconcile": '{"decisions": []}'}
+_EMPTY_ANSWERS: Final = {
+    "extract": '{"memories": []}',
+    "reconcile": '{"decisions": []}',
+    "enrich": '{"memories": []}',
+}
 
 
 # ---- replies ---------------------------------------------------------------------------------
@@ -198,7 +203,7 @@ class RecordedRequest:
 
     @property
     def consolidation_task(self) -> str | None:
-        """ "extract" or "reconcile" for pi-memory-bridge's learning prompts, else None."""
+        """ "extract", "reconcile" or "enrich" for pi-memory-bridge's learning prompts, else None."""
         system = self.system_prompt
         return next((task for task, tag in CONSOLIDATION_TAGS.items() if system.startswith(tag)), None)
 
@@ -444,7 +449,7 @@ class FakeModel:
             self._queue.extend(parsed)
 
     def script_consolidation(self, task: str, *replies: Reply | Mapping[str, Any] | str) -> None:
-        """Queue answers to consolidation prompts of `task` ("extract" or "reconcile"): a JSON-able
+        """Queue answers to consolidation prompts of `task` ("extract", "reconcile", "enrich"): a JSON-able
         dict is sent as JSON text, a str as it is, a `Reply` (delays, errors) as given."""
         if task not in self._consolidation:
             raise ValueError(f"unknown consolidation task {task!r}")

@@ -2,8 +2,9 @@
 
 Without Pi there is no session model to borrow, so `consolidate` needs `learning.endpoint` (an
 OpenAI-compatible server the user chose, e.g. a local Ollama). It runs jobs until nothing is left
-behind the watermark, a job fails, or `max_jobs` ran. Running it is the user's explicit request;
-only a stored "no" (`learning.enabled: false`) stops it.
+behind the watermark, a job fails, or `max_jobs` ran; then, like a learning run in Pi, it gives
+memories saved without them their tags and questions (`learning.enrich_job`). Running it is the
+user's explicit request; only a stored "no" (`learning.enabled: false`) stops it.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from pi_memory_bridge.backends.factory import open_backend
 from pi_memory_bridge.backends.local import LocalBackend
 from pi_memory_bridge.backends.local.memories import LearnedMemories
 from pi_memory_bridge.commands.learning import UndoDeps, describe_job, undo_flow
-from pi_memory_bridge.config import default_agent_dir, load_config
+from pi_memory_bridge.config import LearningSettings, default_agent_dir, load_config
 from pi_memory_bridge.learning.consolidate import consolidate_once
 from pi_memory_bridge.learning.endpoint import EndpointModel
 from pi_memory_bridge.learning.engine import job_settings, similar_search
@@ -76,12 +77,34 @@ async def _consolidate(max_jobs: int) -> int:
                 print(f"stopped: {why} {outcome.detail}".strip())
                 failed = True
                 break
+        if not failed:
+            failed = await _enrich(memories, model, settings, max_jobs)
     except BackendError as exc:
         print(f"consolidation failed: {redact_text(str(exc)).text}", file=sys.stderr)
         return 1
     finally:
         await backend.close()
     return 1 if failed else 0
+
+
+async def _enrich(
+    memories: LearnedMemories, model: EndpointModel, settings: LearningSettings, jobs: int
+) -> bool:
+    """Tags and questions for memories saved without them (as a learning run in Pi adds them);
+    True when a job failed."""
+    from pi_memory_bridge.learning.enrich_job import enrich_once
+
+    for _ in range(jobs):
+        outcome = await enrich_once(memories, model, job_settings(settings))
+        if outcome.kind == "nothing":
+            return False
+        if outcome.summary is not None:
+            print(describe_job(outcome.summary))
+        if outcome.kind != "applied":
+            why = outcome.reason.value if outcome.reason else outcome.kind
+            print(f"stopped enriching: {why} {outcome.detail}".strip())
+            return True
+    return False
 
 
 def consolidate(max_jobs: int = 50) -> int:

@@ -29,6 +29,9 @@ def describe_job(job: JobSummary) -> str:
     when = job.created_at.strftime("%Y-%m-%d %H:%M UTC")
     if job.state in ("failed", "dropped"):
         return f"{job.job_id} {job.state} at {when} ({job.reason})"
+    if job.enriched and not job.turns:  # tags and questions for memories saved without them
+        what = f"enriched {job.enriched} memory(ies)"
+        return f"{job.job_id} {job.state} at {when}: {what}, {job.tokens:,} tokens"
     counts = f"+{job.added} added, {job.skipped} skipped, {job.superseded} superseded, {job.merged} merged"
     if job.proposed:
         counts += f", {job.proposed} proposed"
@@ -71,6 +74,7 @@ class _UndoPreview:
     text: str
     removes: int  # learned memories the undo takes away
     restores: int  # memories they had replaced, active again
+    unenriches: int = 0  # memories whose added tags and questions it takes away
 
 
 def _preview(memories: LearnedMemories, job: JobSummary) -> _UndoPreview:
@@ -79,8 +83,15 @@ def _preview(memories: LearnedMemories, job: JobSummary) -> _UndoPreview:
     texts = {k: v.text for k, v in memories.rows(ids).items()}
     changing = [op for op in ops if op.memory_id]  # what `undo_job` takes back
     restores = len({t for op in changing for t in op.targets})
+    enriched = memories.enrichment.enriched_by(job.job_id)
+    aids = [
+        f"  * {_line(e.text)}\n      added: {len(e.tags)} tag(s), {e.questions} question(s)" for e in enriched
+    ]
     return _UndoPreview(
-        "\n".join([f"job {describe_job(job)}", *describe_ops(ops, texts)]), len(changing), restores
+        "\n".join([f"job {describe_job(job)}", *describe_ops(ops, texts), *aids]),
+        len(changing),
+        restores,
+        len(enriched),
     )
 
 
@@ -88,6 +99,8 @@ def _undo_question(job: JobSummary, preview: _UndoPreview) -> str:
     what = f"remove {preview.removes} learned memory(ies)"
     if preview.restores:
         what += f" and restore {preview.restores} it replaced"
+    if preview.unenriches:
+        what = f"take away the tags and questions it added to {preview.unenriches} memory(ies)"
     return f"Undo consolidation job {job.job_id}? It would {what}."
 
 
@@ -130,9 +143,10 @@ async def undo_flow(deps: UndoDeps, args: str, dialog: Dialog) -> Outcome:
     except BackendError as exc:
         return Outcome(f"undo refused: {redact_text(str(exc)).text}", "error")
     deps.changed()
+    aids = f", tags and questions taken from {len(report.unenriched)}" if report.unenriched else ""
     return Outcome(
         f"undid job {report.job_id}: {len(report.removed)} learned memory(ies) removed, "
-        f"{len(report.restored)} restored"
+        f"{len(report.restored)} restored{aids}"
     )
 
 

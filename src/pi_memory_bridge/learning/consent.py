@@ -21,7 +21,8 @@ def consent_question(model: str, every_turns: int, daily_budget: int, config_pat
     return (
         "pi-memory-bridge can turn your conversations into memories (preferences, decisions, facts, "
         "pitfalls) so that later sessions know them.\n"
-        f"To do that it sends the text of recent turns (secrets redacted, code blocks left out) to "
+        "To do that it sends the text of recent turns (secrets redacted, code blocks left out), and "
+        "of memories you save yourself (to give them topic tags and the questions they answer), to "
         f"{model}, and spends tokens: roughly 2,000-8,000 per consolidation, which runs after a pause "
         f"or every {every_turns} turns, at most {daily_budget:,} tokens a day (learning.dailyTokenBudget).\n"
         "Every job is shown after it runs, listed in /tdai-memory-status, and can be undone with "

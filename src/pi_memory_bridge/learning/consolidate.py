@@ -84,7 +84,7 @@ class JobOutcome:
         return (
             s is not None
             and self.kind == "applied"
-            and bool(s.added or s.superseded or s.merged or s.proposed)
+            and bool(s.added or s.superseded or s.merged or s.proposed or s.enriched)
         )
 
     def notice(self) -> tuple[str, str] | None:
@@ -92,6 +92,12 @@ class JobOutcome:
         s = self.summary
         if s is None:
             return None
+        if self.kind == "applied" and s.enriched:  # an enrichment job (`enrich_job`)
+            return (
+                f"memory: enriched {s.enriched} memory(ies) with topics and questions to find them by "
+                f"(job {s.job_id}; /tdai-memory-undo to revert)",
+                "info",
+            )
         if self.kind == "applied" and self.changed:
             parts = [f"+{s.added} learned"]
             if s.superseded:
@@ -142,8 +148,9 @@ def _prompt_turns(turns: Sequence[PendingTurn], refs: bool) -> list[PromptTurn]:
     ]
 
 
-class _Job:
-    """The state of one job while it runs: its id, its turns, the tokens its calls spent."""
+class ModelJob:
+    """The state of one job while it runs: its id, its turns, the tokens its calls spent (an
+    enrichment job, `enrich_job`, has no turns)."""
 
     def __init__(
         self,
@@ -237,7 +244,7 @@ async def consolidate_once(
         keys = [(t.turn_id, t.memory_session_id) for t in turns]
         await asyncio.to_thread(memories.turns.mark_consumed, keys, "trivial")
         return JobOutcome("nothing", detail=f"{len(turns)} trivial turn(s)")
-    job = _Job(memories, model, settings, turns, now)
+    job = ModelJob(memories, model, settings, turns, now)
     project = await asyncio.to_thread(memories.turns.session_project, session_id)
     known = await asyncio.to_thread(memories.recent_active, settings.known_limit, project)
     context = await asyncio.to_thread(
@@ -295,7 +302,7 @@ async def _similar(
 
 
 async def _reconcile(
-    job: _Job, search: SimilarSearch, candidates: Sequence[Candidate]
+    job: ModelJob, search: SimilarSearch, candidates: Sequence[Candidate]
 ) -> list[JobOp] | JobOutcome:
     if not candidates:
         return []

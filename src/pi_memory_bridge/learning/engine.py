@@ -2,7 +2,9 @@
 
 The sidecar calls in at a few points (backend opened, session started, turns captured, Pi about
 to compact, shutdown) and none of them waits for a job: jobs run in the background through the
-scheduler, one at a time, and report a one-line notice when they changed something.
+scheduler, one at a time, and report a one-line notice when they changed something. After the
+consolidation jobs of a run, up to `MAX_ENRICH_JOBS_PER_RUN` enrichment jobs give memories saved
+without them (by hand, say) topic tags and the questions they answer (`enrich_job`).
 
 It only runs with the user's consent (`learning.enabled`): unset means never asked, and an
 interactive session asks once (the shim runs the `learning` command's question when told to);
@@ -46,6 +48,7 @@ SimilarSearch = Callable[[str, int], Awaitable[Sequence[str]]]  # text, k -> act
 log = logging.getLogger(__name__)
 
 MAX_JOBS_PER_RUN = 4
+MAX_ENRICH_JOBS_PER_RUN = 2  # after consolidation: enriching a backlog never crowds it out
 # Captured turns reach the store through the outbox a moment later; a run that finds none of
 # them yet looks again shortly, a few times.
 OUTBOX_RETRY_S = 2.0
@@ -240,16 +243,39 @@ class Learning:
     # ---- running ------------------------------------------------------------------------------
 
     async def _run(self) -> None:
+        memories, search = self.memories, self._search
+        if not self.active or memories is None or self.model is None or search is None:
+            return
+        model = WorkingModel(self.model, self._working_changed)
+        if await self._consolidate(memories, search, model):
+            await self._enrich(memories, model)
+
+    async def _enrich(self, memories: LearnedMemories, model: CompletionModel) -> None:
+        """Tags and questions for memories saved without them, a few bounded batches per run."""
+        from pi_memory_bridge.learning.enrich_job import enrich_once
+
+        for _ in range(MAX_ENRICH_JOBS_PER_RUN):
+            outcome = await enrich_once(memories, model, job_settings(self.settings))
+            if outcome.kind == "nothing":
+                self.dropped.update(outcome.dropped)
+                return
+            self._note(outcome)
+            if outcome.changed and self._vectors_changed is not None:
+                self._vectors_changed()  # question vectors, and the memory's own with its new tags
+            if outcome.kind != "applied":
+                return
+
+    async def _consolidate(
+        self, memories: LearnedMemories, search: SimilarSearch, model: CompletionModel
+    ) -> bool:
+        """Consolidation jobs over the turns waiting; False when the last one failed or waits."""
         from pi_memory_bridge.learning.consolidate import consolidate_once
 
-        if not self.active or self.memories is None or self.model is None or self._search is None:
-            return
         session = self._session
         found = False
-        model = WorkingModel(self.model, self._working_changed)
         for _ in range(MAX_JOBS_PER_RUN):
             outcome = await consolidate_once(
-                self.memories, self._search, model, job_settings(self.settings), session=session
+                memories, search, model, job_settings(self.settings), session=session
             )
             if outcome.kind == "nothing" and session is not None:
                 session = None  # this session is done: turns earlier sessions left behind come next
@@ -258,7 +284,7 @@ class Learning:
                 if not found and self._awaited and self._retries < OUTBOX_RETRIES:
                     self._retries += 1  # captured, but not delivered into the store yet
                     self._scheduler.kick(OUTBOX_RETRY_S)
-                return
+                return True
             found = True
             self._awaited, self._retries = 0, 0
             self._note(outcome)
@@ -267,7 +293,8 @@ class Learning:
                     self._vectors_changed()
                 await self.notes.regenerate()
             if outcome.kind != "applied":
-                return
+                return False
+        return True
 
     def _note(self, outcome: JobOutcome) -> None:
         self.last = outcome

@@ -68,6 +68,7 @@ async def describe(learning: Learning) -> tuple[str, list[tuple[str, str]]]:
             used = await asyncio.to_thread(memories.ledger.usage, budget_day(datetime.now(UTC)))
             counts = await asyncio.to_thread(memories.counts)
             last = await asyncio.to_thread(memories.ledger.jobs, 3)
+            unenriched = await asyncio.to_thread(memories.enrichment.waiting_count)
         except BackendError as exc:
             return f"{parts[0]}; store unreadable ({exc})", problems
         budget = learning.settings.daily_token_budget
@@ -77,6 +78,8 @@ async def describe(learning: Learning) -> tuple[str, list[tuple[str, str]]]:
             f"memories {counts.active} active ({counts.learned_active} learned), "
             f"{counts.superseded} superseded"
         )
+        if unenriched:  # saved without tags and questions: a learning job adds them
+            parts.append(f"{unenriched} memory(ies) waiting for tags and questions")
         if last:
             parts.append("last jobs: " + " | ".join(describe_job(j) for j in last))
         if learning.active and used >= budget:

@@ -9,6 +9,7 @@ from collections.abc import Sequence
 
 from pi_memory_bridge.backends.base import BackendRejected
 from pi_memory_bridge.backends.local import fts
+from pi_memory_bridge.backends.local.enrichments import undo_enrichment
 from pi_memory_bridge.backends.local.learned_rows import (
     JOB_COLUMNS,
     JobState,
@@ -108,7 +109,7 @@ class JobLedger:
             conn.execute("PRAGMA secure_delete = ON")
             try:
                 report = self._undo(conn, job_id)
-                if report.removed:
+                if report.removed or report.unenriched:
                     conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
             finally:
                 conn.execute("PRAGMA secure_delete = OFF")
@@ -164,6 +165,7 @@ class JobLedger:
             if gone:
                 fts.add_document_frequencies(conn, ATOMIC_INDEX, gone, sign=-1)
                 fts.purge_deleted(conn, ATOMIC_INDEX)
+            unenriched = undo_enrichment(conn, job_id)  # an enrichment job's tags and questions
             conn.execute(
                 "UPDATE learning_jobs SET state = 'undone', undone_at = ? WHERE job_id = ?", (now, job_id)
             )
@@ -172,4 +174,6 @@ class JobLedger:
             if conn.in_transaction:
                 conn.execute("ROLLBACK")
             raise
-        return UndoReport(job_id=job_id, removed=tuple(removed), restored=tuple(restored))
+        return UndoReport(
+            job_id=job_id, removed=tuple(removed), restored=tuple(restored), unenriched=tuple(unenriched)
+        )

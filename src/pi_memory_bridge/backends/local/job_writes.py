@@ -105,7 +105,7 @@ def insert_memory(
 def insert_job(conn: sqlite3.Connection, s: JobSummary) -> None:
     """Record a job (inside the caller's transaction), keeping only the newest finished ones."""
     conn.execute(
-        f"INSERT INTO learning_jobs({JOB_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        f"INSERT INTO learning_jobs({JOB_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
         (
             s.job_id,
             ts(s.created_at),
@@ -121,6 +121,7 @@ def insert_job(conn: sqlite3.Connection, s: JobSummary) -> None:
             s.merged,
             s.proposed,
             ts(s.undone_at) if s.undone_at else None,
+            s.enriched,
         ),
     )
     conn.execute(

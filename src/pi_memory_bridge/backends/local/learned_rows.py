@@ -30,7 +30,7 @@ ROW_COLUMNS = (
 TURN_COLUMNS = "t.id, t.turn_id, t.memory_session_id, t.user_text, t.assistant_text, t.created_at"
 JOB_COLUMNS = (
     "job_id, created_at, state, reason, model, input_tokens, output_tokens, turns, added, skipped, "
-    "superseded, merged, proposed, undone_at"
+    "superseded, merged, proposed, undone_at, enriched"
 )
 
 
@@ -125,6 +125,7 @@ class JobSummary:
     merged: int
     proposed: int
     undone_at: datetime | None = None
+    enriched: int = 0  # memories given tags and questions (an enrichment job, `enrichments`)
 
     @property
     def tokens(self) -> int:
@@ -146,6 +147,7 @@ class UndoReport:
     job_id: str
     removed: tuple[str, ...]  # memories the job had added, now gone
     restored: tuple[str, ...]  # memories it had superseded or merged, active again
+    unenriched: tuple[str, ...] = ()  # memories whose added tags and questions were taken away
 
 
 @dataclass(frozen=True, slots=True)
@@ -191,7 +193,7 @@ def pending_of(values: Sequence[object]) -> PendingTurn:
 
 def summary_of(values: Sequence[object]) -> JobSummary:
     job_id, created, state, reason, model, tin, tout, turns = values[:8]
-    added, skipped, sup, merged, proposed, undone = values[8:]
+    added, skipped, sup, merged, proposed, undone, enriched = values[8:]
     return JobSummary(
         job_id=str(job_id),
         created_at=datetime.fromisoformat(str(created)),
@@ -207,6 +209,7 @@ def summary_of(values: Sequence[object]) -> JobSummary:
         merged=int(str(merged)),
         proposed=int(str(proposed)),
         undone_at=dt(undone if isinstance(undone, str) else None),
+        enriched=int(str(enriched)),
     )
 
 

@@ -1,14 +1,16 @@
 """`LearnedMemories`: learning's view of the local store's L1 memories with a history, and the
 door to its other parts over the same SQLite file (schema in `memory_schema`):
 `memories.turns` (`LearningTurns`: turns waiting to be consolidated), `memories.writer`
-(`JobWriter`: applying a job, recording a failure) and `memories.ledger` (`JobLedger`: job
-records, undo, usage). The values they exchange are in `learned_rows`.
+(`JobWriter`: applying a job, recording a failure), `memories.ledger` (`JobLedger`: job
+records, undo, usage) and `memories.enrichment` (`MemoryEnrichment`: tags and questions added
+to memories saved without them). The values they exchange are in `learned_rows`.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
+from pi_memory_bridge.backends.local.enrichments import MemoryEnrichment
 from pi_memory_bridge.backends.local.job_ledger import JobLedger
 from pi_memory_bridge.backends.local.job_writes import JobWriter
 from pi_memory_bridge.backends.local.learned_rows import (
@@ -33,6 +35,7 @@ class LearnedMemories:
         self.turns = LearningTurns(store)
         self.writer = JobWriter(store)
         self.ledger = JobLedger(store)
+        self.enrichment = MemoryEnrichment(store)  # retrieval aids for memories saved without them
 
     # --- memories ------------------------------------------------------------------------------
 

@@ -50,8 +50,8 @@ async def backend(tmp_path: Path) -> AsyncIterator[LocalBackend]:
 async def _saved(backend: LocalBackend) -> tuple[str, str]:
     """A memory saved by hand (/tdai-memory-remember, the CLI) and one by the model's save tool;
     the newer is shown first (m1)."""
-    magic = await backend.save_atomic(MAGIC, "preference", "user")
-    helm = await backend.save_atomic(HELM, "fact", "model")
+    magic = await backend.memories.save(MAGIC, "preference", "user")
+    helm = await backend.memories.save(HELM, "fact", "model")
     return magic.id, helm.id
 
 
@@ -118,7 +118,7 @@ async def test_a_good_answer_adds_tags_and_questions_and_leaves_the_memory_as_it
         (magic, "代码里的常量怎么写？", job.job_id),
     ]
     # the tags are searched by keyword, the index counts kept in step
-    assert [m.content for m in backend.store.search_atomic("代码风格", 5)] == [MAGIC]
+    assert [m.content for m in backend.store.memories.search("代码风格", 5)] == [MAGIC]
     assert _df_is_consistent(backend)
     assert "enriched 2 memory(ies)" in describe_job(job)
     notice = outcome.notice()
@@ -203,8 +203,8 @@ async def test_entries_left_out_or_holding_a_secret_are_not_asked_about_again(ba
 
 
 async def test_undo_takes_away_exactly_what_the_job_added(backend: LocalBackend) -> None:
-    magic = backend.store.save_atomic(MAGIC, "preference", "user", tags=["code style"]).id  # kept by undo
-    helm = (await backend.save_atomic(HELM, "fact", "model")).id
+    magic = backend.store.memories.save(MAGIC, "preference", "user", tags=["code style"]).id  # kept by undo
+    helm = (await backend.memories.save(HELM, "fact", "model")).id
     before = _rows(backend)
     outcome = await _enrich(backend, ScriptedModel(enrich(HELM_CUES, MAGIC_CUES)))
     assert outcome.summary is not None
@@ -218,7 +218,7 @@ async def test_undo_takes_away_exactly_what_the_job_added(backend: LocalBackend)
     after = _rows(backend)
     assert after == before  # tags and keyword tokens as they were
     assert _questions(backend) == [] and _df_is_consistent(backend)
-    assert backend.store.search_atomic("部署", 5) == []
+    assert backend.store.memories.search("部署", 5) == []
     assert memories.ledger.jobs(1)[0].state == "undone"
     assert memories.enrichment.waiting_count() == 0  # undone: not enriched again on its own
 
@@ -229,12 +229,12 @@ async def test_an_edit_makes_a_memory_enrichable_again_and_a_forget_leaves_nothi
     magic, helm = await _saved(backend)
     outcome = await _enrich(backend, ScriptedModel(enrich(HELM_CUES, MAGIC_CUES)))
     assert outcome.summary is not None
-    await backend.edit_atomic(magic, "Every constant gets a descriptive name.", "preference")
+    await backend.memories.edit(magic, "Every constant gets a descriptive name.", "preference")
     memories = LearnedMemories(backend.store)
     # its questions were written for the old text: gone; its tags stay, and so does the record
     assert [m for m, _, _ in _questions(backend)] == [helm, helm]
     assert [r.memory_id for r in memories.enrichment.waiting(10)] == [magic]
-    await backend.delete_atomic([helm])
+    await backend.memories.delete([helm])
     with _db(backend) as conn:
         assert (
             conn.execute("SELECT count(*) FROM learning_enrichments WHERE memory_id = ?", (helm,)).fetchone()[
@@ -252,7 +252,7 @@ async def test_a_memory_changed_while_the_model_thinks_is_left_alone(backend: Lo
 
     class EditingModel(ScriptedModel):
         async def complete(self, system: str, user: str, *, max_tokens: int, timeout_s: float) -> Any:
-            await backend.edit_atomic(magic, "Constants get names.", "preference")
+            await backend.memories.edit(magic, "Constants get names.", "preference")
             return await super().complete(system, user, max_tokens=max_tokens, timeout_s=timeout_s)
 
     outcome = await _enrich(backend, EditingModel(enrich(HELM_CUES, MAGIC_CUES)))
@@ -277,8 +277,8 @@ def _learning(tmp_path: Path, backend: LocalBackend, model: ScriptedModel, **set
 async def test_a_learning_run_enriches_after_consolidating_and_status_and_undo_say_so(
     tmp_path: Path, backend: LocalBackend
 ) -> None:
-    magic = (await backend.save_atomic(MAGIC, "preference", "user")).id
-    await backend.add_turns([turn(1, "We deploy with Helm.")])
+    magic = (await backend.memories.save(MAGIC, "preference", "user")).id
+    await backend.conversation.add([turn(1, "We deploy with Helm.")])
     model = ScriptedModel(
         extract(("fact", HELM, ["t1"])),  # learned without questions: not asked about again
         enrich(("m1", ["code style", "代码风格"], ["How should constants be written?"])),

@@ -18,6 +18,7 @@ from datetime import datetime
 
 from pi_memory_bridge import textsearch
 from pi_memory_bridge.backends.local import fts
+from pi_memory_bridge.backends.local.atomic_rows import clean_tags, content_key
 from pi_memory_bridge.backends.local.job_writes import insert_job
 from pi_memory_bridge.backends.local.learned_rows import (
     ROW_COLUMNS,
@@ -29,13 +30,9 @@ from pi_memory_bridge.backends.local.learned_rows import (
     utc_now,
 )
 from pi_memory_bridge.backends.local.question_schema import clean_questions
+from pi_memory_bridge.backends.local.row_values import MAX_INDEXED_CHARS
 from pi_memory_bridge.backends.local.schema import ATOMIC_INDEX
-from pi_memory_bridge.backends.local.store import (
-    MAX_INDEXED_CHARS,
-    SqliteMemoryStore,
-    clean_tags,
-    content_key,
-)
+from pi_memory_bridge.backends.local.store import SqliteMemoryStore
 
 # Active memories without questions, not learned, minus those not to be asked about (again). A
 # learned memory was asked for its aids when it was extracted: a model that gave none then is not

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from pi_memory_bridge.backends.base import AtomicMemory, BackendError, ConversationHit
+from pi_memory_bridge.backends.local.fts import CANDIDATE_POSTINGS_BUDGET
 from pi_memory_bridge.backends.local.semantic_rows import StoreRows
 from pi_memory_bridge.backends.local.vector_worker import VectorWorker
 from pi_memory_bridge.backends.local.vectors import (
@@ -195,7 +196,7 @@ class SemanticIndex:
             return None
         dense = self._dense_beside(self.atomic, vector, until)
         asked = self._dense_beside(self.questions, vector, until)
-        keyword = self._store.search_atomic(query, CANDIDATES, type)
+        keyword = self._store.search_atomic(query, CANDIDATES, type, CANDIDATE_POSTINGS_BUDGET)
         top, question_top = dense.result(), asked.result()
         if top is None:
             return None
@@ -253,7 +254,7 @@ class SemanticIndex:
         if vector is None:
             return None
         dense = self._dense_beside(self.turns, vector, until)
-        keyword = self._store.search_conversation(query, CANDIDATES)
+        keyword = self._store.search_conversation(query, CANDIDATES, CANDIDATE_POSTINGS_BUDGET)
         ranked = self._rank(
             dense.result(),
             self.turns,

@@ -295,12 +295,14 @@ class SqliteMemoryStore:
         with self._reading("looking up stored turns") as conn:
             return self._existing_turn_ids(conn, ids)
 
-    def search_conversation(self, query: str, limit: int) -> list[ConversationHit]:
+    def search_conversation(
+        self, query: str, limit: int, postings_budget: int = fts.POSTINGS_BUDGET
+    ) -> list[ConversationHit]:
         limit = min(limit, MAX_LIMIT)
         if limit <= 0:
             return []
         with self._reading("searching conversation turns") as conn:
-            plan = fts.plan_query(conn, TURNS_INDEX, query)
+            plan = fts.plan_query(conn, TURNS_INDEX, query, postings_budget)
             if plan is None:
                 return []
             rows = conn.execute(
@@ -365,13 +367,15 @@ class SqliteMemoryStore:
             fts.add_document_frequencies(conn, ATOMIC_INDEX, [fts.distinct_terms([tokens])])
         return SaveResult(id=memory_id, created=True)
 
-    def search_atomic(self, query: str, limit: int, type: str | None = None) -> list[AtomicMemory]:
+    def search_atomic(
+        self, query: str, limit: int, type: str | None = None, postings_budget: int = fts.POSTINGS_BUDGET
+    ) -> list[AtomicMemory]:
         kind = _atomic_type(type) if type is not None else None
         limit = min(limit, MAX_LIMIT)
         if limit <= 0:
             return []
         with self._reading("searching atomic memories") as conn:
-            plan = fts.plan_query(conn, ATOMIC_INDEX, query)
+            plan = fts.plan_query(conn, ATOMIC_INDEX, query, postings_budget)
             if plan is None:
                 return []
             type_filter = "AND atomic.type = ?" if kind is not None else ""

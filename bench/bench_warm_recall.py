@@ -1,7 +1,7 @@
 """Warm recall at 100k L0 turns + 5k L1 memories, this checkout beside a baseline, interleaved.
 
     .venv/bin/python bench/bench_warm_recall.py [--turns 100000] [--atomic 5000] [--queries 200]
-        [--rounds 3] [--baseline-python /work/main/.venv/bin/python] [--store DIR] [--profile]
+        [--rounds 3] [--baseline-python /work/main/.venv/bin/python] [--store DIR] [--quality]
 
 The store is bench_embeddings' large one (synthetic EN/ZH turns, random unit vectors written
 straight into the vector tables; latency does not depend on what they say), built once into
@@ -10,7 +10,8 @@ engine warm (model loaded, matrices read, 20 recalls not counted) in a fresh pro
 Python in turn: this checkout's and, with --baseline-python, another install's (e.g. main's
 checkout), so both see the same machine load. Run with bytecode, as an install has it.
 Per round: p50/p95/p99 of the wall time of a recall, and the CPU time of the process.
---profile prints a cProfile of this checkout's recalls instead (the 25 costliest functions).
+--quality first prints recall@4 of the labelled queries of tests/data/search_quality buried in
+the store (keyword only; hybrid with the keyword candidates' postings budget before and now).
 """
 
 from __future__ import annotations
@@ -133,7 +134,7 @@ def quality(root: Path) -> None:
     semantic.CANDIDATE_POSTINGS_BUDGET = now
 
 
-def child(root: Path, queries: list[str], profile: bool) -> None:
+def child(root: Path, queries: list[str]) -> None:
     """One round in this process: warm the engine, then time every query (prints JSON)."""
     from pi_memory_bridge.backends.local import LocalBackend
     from pi_memory_bridge.embeddings import ModelHandle, load_use
@@ -152,12 +153,6 @@ def child(root: Path, queries: list[str], profile: bool) -> None:
     loop = asyncio.new_event_loop()
     for q in queries[:20]:
         loop.run_until_complete(recall(backend, q, budget))
-    profiler = None
-    if profile:
-        import cProfile
-
-        profiler = cProfile.Profile()
-        profiler.enable()
     wall, cpu, outcomes = [], [], []
     for q in queries:
         started, spent = time.perf_counter(), time.process_time()
@@ -165,20 +160,13 @@ def child(root: Path, queries: list[str], profile: bool) -> None:
         wall.append((time.perf_counter() - started) * 1000)
         cpu.append((time.process_time() - spent) * 1000)
         outcomes.append(result.outcome)
-    if profiler is not None:
-        import pstats
-
-        profiler.disable()
-        pstats.Stats(profiler, stream=sys.stderr).sort_stats("cumulative").print_stats(40)
-        pstats.Stats(profiler, stream=sys.stderr).sort_stats("tottime").print_stats(25)
     loop.run_until_complete(backend.close())
     print(json.dumps({"wall": wall, "cpu": cpu, "outcomes": outcomes}))
 
 
-def run_round(python: str, root: Path, n: int, profile: bool = False) -> dict[str, list[float]]:
+def run_round(python: str, root: Path, n: int) -> dict[str, list[float]]:
     out = subprocess.run(
-        [python, str(Path(__file__).resolve()), "--child", "--store", str(root), "--queries", str(n)]
-        + (["--profile"] if profile else []),
+        [python, str(Path(__file__).resolve()), "--child", "--store", str(root), "--queries", str(n)],
         stdout=subprocess.PIPE,
         text=True,
         check=True,
@@ -195,12 +183,11 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--store", type=Path, help="build the store here once and reuse it")
     ap.add_argument("--baseline-python", help="another install's python, run interleaved")
-    ap.add_argument("--profile", action="store_true")
     ap.add_argument("--quality", action="store_true", help="also the labelled queries' recall@4")
     ap.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     a = ap.parse_args()
     if a.child:
-        child(a.store, _queries(a.queries), a.profile)
+        child(a.store, _queries(a.queries))
         return
     sys.path.insert(0, str(HERE))
     from _stats import summary
@@ -216,9 +203,6 @@ def main() -> None:
         if a.quality:
             print(f"== labelled queries (tests/data/search_quality) among {a.turns} turns (L0 top 4)")
             quality(root)
-        if a.profile:
-            run_round(here, root, a.queries, profile=True)
-            return
         runs = [("this checkout", here)] + ([("baseline", a.baseline_python)] if a.baseline_python else [])
         merged: dict[str, dict[str, list[float]]] = {name: {"wall": [], "cpu": []} for name, _ in runs}
         print(f"== warm recall at {a.turns} L0 turns + {a.atomic} L1 memories, {a.queries} queries a round")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import enum
+import functools
 import re
 import unicodedata
 from dataclasses import dataclass
@@ -33,6 +34,10 @@ LAYER_SHARES = {Layer.L3: 0.20, Layer.L1: 0.25, Layer.L2: 0.20, Layer.L0: 0.20, 
 # Which layers receive unused share first.
 OVERFLOW_PRIORITY = (Layer.L1, Layer.L0, Layer.L2, Layer.L3, Layer.SKILL)
 PLAIN_CHARS = 600  # how much of an item a recall trace keeps
+# The same texts come back recall after recall (the profile every time, a project's memories
+# and notes turn after turn): their redacted forms are kept, up to this many of this size.
+_CACHED_TEXTS = 256
+_CACHED_CHARS = 4096
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,6 +65,18 @@ def dedupe_key(text: str) -> str:
     return _NON_WORD.sub(" ", unicodedata.normalize("NFKC", text).casefold()).strip()
 
 
+@functools.lru_cache(maxsize=_CACHED_TEXTS)
+def _redacted_cached(text: str) -> str:
+    return redact_text(text).text
+
+
+def _redacted(text: str) -> str:
+    """`redact_text(text).text`, remembered for short texts (redaction is a pure function)."""
+    if len(text) > _CACHED_CHARS:
+        return redact_text(text).text
+    return _redacted_cached(text)
+
+
 def make_item(
     layer: Layer,
     label: str,
@@ -70,11 +87,11 @@ def make_item(
     score: float | None = None,
 ) -> RecallItem | None:
     """Redact then escape; None when nothing is left to show."""
-    clean = redact_text(text.strip()).text.strip()
+    clean = _redacted(text.strip()).strip()
     if not clean:
         return None
-    safe_label = escape_label(redact_text(label).text)
-    key = dedupe_key(redact_text(key_text).text if key_text is not None else clean)
+    safe_label = escape_label(_redacted(label))
+    key = dedupe_key(_redacted(key_text) if key_text is not None else clean)
     if not key:
         return None
     return RecallItem(

@@ -136,13 +136,15 @@ class AtomicRows:
             fts.add_document_frequencies(conn, ATOMIC_INDEX, [fts.distinct_terms([tokens])])
         return SaveResult(id=memory_id, created=True)
 
-    def search(self, query: str, limit: int, type: str | None = None) -> list[AtomicMemory]:
+    def search(
+        self, query: str, limit: int, type: str | None = None, postings_budget: int = fts.POSTINGS_BUDGET
+    ) -> list[AtomicMemory]:
         kind = _atomic_type(type) if type is not None else None
         limit = min(limit, MAX_LIMIT)
         if limit <= 0:
             return []
         with self._store.reading("searching atomic memories") as conn:
-            plan = fts.plan_query(conn, ATOMIC_INDEX, query)
+            plan = fts.plan_query(conn, ATOMIC_INDEX, query, postings_budget)
             if plan is None:
                 return []
             type_filter = "AND atomic.type = ?" if kind is not None else ""

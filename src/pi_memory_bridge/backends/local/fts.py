@@ -24,6 +24,18 @@ labelled queries buried in that store):
     12,000    8.2 ms  16.7 ms    0.852
     30,000   18.0 ms  33.8 ms    0.868
     no cap   83.1 ms 194.3 ms    0.884
+
+Search by meaning (backends/local/semantic.py) asks for its keyword candidates with a smaller
+budget, `CANDIDATE_POSTINGS_BUDGET`: there BM25 is a minor term of the fused score (weight 0.1
+for L1, 0.3 for L0) and the identifier gate's terms are rare ones, which every budget keeps
+first. Measured with bench/bench_warm_recall.py --quality (the labelled queries buried in 100k
+turns, hybrid L0 top 4; CPU time of one keyword search of the hybrid, 200 synthetic queries):
+
+    budget    recall@4  precision@1   L0 p50 / p99      L1 (5k memories) p50 / p99
+    6,000      0.925      0.935     11.4 / 24.8 ms         7.1 / 14.1 ms
+    4,000      0.925      0.935     10.1 / 19.4 ms         6.8 / 13.1 ms   <- chosen
+    3,000      0.901      0.919      9.4 / 20.0 ms         6.0 / 11.5 ms
+    2,000      0.892      0.887      7.1 / 14.2 ms         5.8 /  9.7 ms
 """
 
 from __future__ import annotations
@@ -36,8 +48,10 @@ from dataclasses import dataclass
 
 from pi_memory_bridge import textsearch
 
-# Matching rows a query may rank (~1 µs each); see the table above.
+# Matching rows a query may rank (1-4 µs each); see the tables above.
 POSTINGS_BUDGET = 6000
+# The same for the keyword candidates of a hybrid search (see the module docstring).
+CANDIDATE_POSTINGS_BUDGET = 4000
 # A query contributes at most this many terms, the rarest first.
 MAX_QUERY_TERMS = 16
 # Terms looked up before choosing: a long prompt has many, most of them useless.
@@ -131,8 +145,11 @@ def _quote(term: str) -> str:
     return '"' + term.replace('"', '""') + '"'
 
 
-def plan_query(conn: sqlite3.Connection, spec: FtsSpec, query: str) -> QueryPlan | None:
-    """The cheapest useful OR query for `query`, or None when nothing in it can match."""
+def plan_query(
+    conn: sqlite3.Connection, spec: FtsSpec, query: str, budget: int = POSTINGS_BUDGET
+) -> QueryPlan | None:
+    """The cheapest useful OR query for `query` within `budget` postings, or None when nothing
+    in it can match."""
     candidates = textsearch.query_terms(query, max_terms=CANDIDATE_TERMS)
     df = document_frequencies(conn, spec, candidates)
     order = {term: i for i, term in enumerate(candidates)}
@@ -140,17 +157,17 @@ def plan_query(conn: sqlite3.Connection, spec: FtsSpec, query: str) -> QueryPlan
     kept: list[str] = []
     postings = 0
     for term in present[:MAX_QUERY_TERMS]:
-        if kept and postings + df[term] > POSTINGS_BUDGET:
+        if kept and postings + df[term] > budget:
             break
         kept.append(term)
         postings += df[term]
     if not kept:
         return None
     min_rowid = None
-    if postings > POSTINGS_BUDGET:
+    if postings > budget:
         max_id = conn.execute(f"SELECT max(id) FROM {spec.content_table}").fetchone()[0]
         if max_id is not None:
-            window = math.ceil(max_id * POSTINGS_BUDGET / postings)
+            window = math.ceil(max_id * budget / postings)
             min_rowid = max(0, max_id - window)
     return QueryPlan(match=" OR ".join(_quote(t) for t in kept), terms=tuple(kept), min_rowid=min_rowid)
 

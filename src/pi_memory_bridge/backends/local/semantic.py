@@ -13,13 +13,15 @@ import logging
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, replace
+from functools import partial
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
 
 from pi_memory_bridge.backends.base import AtomicMemory, BackendError, ConversationHit
+from pi_memory_bridge.backends.local.fts import CANDIDATE_POSTINGS_BUDGET
 from pi_memory_bridge.backends.local.semantic_rows import StoreRows
 from pi_memory_bridge.backends.local.vector_worker import VectorWorker
 from pi_memory_bridge.backends.local.vectors import (
@@ -50,6 +52,7 @@ if TYPE_CHECKING:
     from pi_memory_bridge.backends.local.store import SqliteMemoryStore
 
 log = logging.getLogger(__name__)
+_T = TypeVar("_T")
 
 # Candidates each signal contributes before fusion.
 CANDIDATES = 50
@@ -105,7 +108,8 @@ class SemanticIndex:
         self.atomic = VectorMatrix(ATOMIC_VECTORS, DIMENSIONS)
         self.questions = VectorMatrix(QUESTION_VECTORS, DIMENSIONS)
         self.worker = VectorWorker(store, handle, lock_path)
-        self._executor = ThreadPoolExecutor(max_workers=2, thread_name_prefix="vector-search")
+        # a recall's L0 and L1 keyword searches and their vector searches, all at once
+        self._executor = ThreadPoolExecutor(max_workers=4, thread_name_prefix="vector-search")
         self._queries: OrderedDict[str, npt.NDArray[np.float32]] = OrderedDict()
         self._query_lock = threading.Lock()
         self._preloading: threading.Thread | None = None
@@ -188,14 +192,25 @@ class SemanticIndex:
         # side (the recall deadline travels with the context)
         return self._executor.submit(contextvars.copy_context().run, self._dense, matrix, vector, until)
 
+    def _keyword_beside(self, search: Callable[[], _T]) -> Callable[[], _T]:
+        """The keyword search, started now beside the query's embedding when the model is
+        loaded (a warm recall); else run when asked, after the wait for the model, so a search
+        that ends up without vectors does not pay for it twice (the first recall)."""
+        if self.handle.state is not ModelState.READY:
+            return search
+        return self._executor.submit(contextvars.copy_context().run, search).result
+
     def search_atomic(self, query: str, limit: int, type: str | None) -> list[AtomicMemory] | None:
         until = _cut_off()
+        keyword_search = self._keyword_beside(
+            partial(self._store.memories.search, query, CANDIDATES, type, CANDIDATE_POSTINGS_BUDGET)
+        )
         vector = self._query_vector(query, until)
         if vector is None:
             return None
         dense = self._dense_beside(self.atomic, vector, until)
         asked = self._dense_beside(self.questions, vector, until)
-        keyword = self._store.memories.search(query, CANDIDATES, type)
+        keyword = keyword_search()
         top, question_top = dense.result(), asked.result()
         if top is None:
             return None
@@ -249,11 +264,14 @@ class SemanticIndex:
 
     def search_conversation(self, query: str, limit: int) -> list[ConversationHit] | None:
         until = _cut_off()
+        keyword_search = self._keyword_beside(
+            partial(self._store.conversation.search, query, CANDIDATES, CANDIDATE_POSTINGS_BUDGET)
+        )
         vector = self._query_vector(query, until)
         if vector is None:
             return None
         dense = self._dense_beside(self.turns, vector, until)
-        keyword = self._store.conversation.search(query, CANDIDATES)
+        keyword = keyword_search()
         ranked = self._rank(
             dense.result(),
             self.turns,

@@ -124,12 +124,14 @@ class TurnRows:
         with self._store.reading("looking up stored turns") as conn:
             return _existing_turn_ids(conn, ids)
 
-    def search(self, query: str, limit: int) -> list[ConversationHit]:
+    def search(
+        self, query: str, limit: int, postings_budget: int = fts.POSTINGS_BUDGET
+    ) -> list[ConversationHit]:
         limit = min(limit, MAX_LIMIT)
         if limit <= 0:
             return []
         with self._store.reading("searching conversation turns") as conn:
-            plan = fts.plan_query(conn, TURNS_INDEX, query)
+            plan = fts.plan_query(conn, TURNS_INDEX, query, postings_budget)
             if plan is None:
                 return []
             rows = conn.execute(

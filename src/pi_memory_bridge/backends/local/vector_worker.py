@@ -1,6 +1,11 @@
 """The background worker that gives every stored row its vector: new turns at capture, and
 the rows of an existing store (backfill), newest first.
 
+L1 memories (and the questions beside them) come before L0 turns, batch by batch: they are few
+and what recall ranks first, so a store's memories are searchable by meaning within a batch or
+two of the worker starting, and a memory saved during a long L0 backfill gets its vector at the
+next batch, not after the whole backlog.
+
 Delivery into the store never waits for it: `conversation.add` and `memories.save` only `notify()` it.
 It embeds in small batches and, while a backlog lasts, rests as long as each batch took, so a
 backfill takes at most about half of one core and recall in the same process stays fast.
@@ -22,7 +27,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from pi_memory_bridge.backends.base import BackendError
-from pi_memory_bridge.backends.local.vectors import SPECS, VectorSpec, pending, store_vectors
+from pi_memory_bridge.backends.local.vectors import (
+    ATOMIC_VECTORS,
+    QUESTION_VECTORS,
+    TURN_VECTORS,
+    VectorSpec,
+    pending,
+    store_vectors,
+)
 
 if TYPE_CHECKING:
     from pi_memory_bridge.backends.local.store import SqliteMemoryStore
@@ -35,6 +47,8 @@ BATCH = 32
 POLL_S = 60.0  # a look for rows nobody notified us about (another process's, or edited ones)
 LOCK_RETRY_S = 5.0
 MODEL_WAIT_S = 600.0
+# Which rows are embedded first (see the module docstring); each batch starts again at the top.
+PRIORITY = (ATOMIC_VECTORS, QUESTION_VECTORS, TURN_VECTORS)
 
 
 @contextlib.contextmanager
@@ -101,17 +115,25 @@ class VectorWorker:
     def drain(self, encoder: UseEncoder) -> int:
         """Embed every row that has no vector; returns how many got one."""
         done = 0
-        for spec in SPECS:
-            while not self._stopping.is_set():
-                started = time.perf_counter()
-                stored = self._batch(spec, encoder)
-                if stored is None:
-                    break
-                done += stored
-                # a backlog: rest as long as the batch took (at most ~half a core)
-                self._stopping.wait(time.perf_counter() - started)
+        while not self._stopping.is_set():
+            started = time.perf_counter()
+            stored = self.step(encoder)
+            if stored is None:
+                break
+            done += stored
+            # a backlog: rest as long as the batch took (at most ~half a core)
+            self._stopping.wait(time.perf_counter() - started)
         self.embedded += done
         return done
+
+    def step(self, encoder: UseEncoder) -> int | None:
+        """Embed one batch of the most urgent rows without a vector (`PRIORITY`); returns how
+        many got one, or None when every row has one."""
+        for spec in PRIORITY:
+            stored = self._batch(spec, encoder)
+            if stored is not None:
+                return stored
+        return None
 
     def _batch(self, spec: VectorSpec, encoder: UseEncoder) -> int | None:
         with self._store.reading("finding rows without vectors") as conn:

@@ -1,0 +1,41 @@
+"""When a layer has nothing relevant to say: keyword evidence that counts, and the layer's gate.
+
+Recall runs before every answer, so returning the nearest unrelated memory is a cost, not a
+safe default. Two pure rules, measured on bench/memory_set (bench_memory_quality.py):
+
+* **Keyword coverage.** FTS5 ranks a turn that shares one common word with the question (a
+  question about a shoe size and a turn about a page size) and the fusion normalises BM25 by the
+  query's best hit, so a lone weak match used to get the whole keyword bonus. A keyword hit now
+  counts only when it covers enough of the question's weight: the IDF of the query terms it
+  contains over the IDF of all of them (terms the store has never seen weigh the most, since
+  they are what the question is about). Scale-free, unlike a raw BM25 floor, which grows with
+  the store's size.
+* **Layer gate.** A layer returns its ranked rows only when its best row not promoted by the
+  identifier gate scores at least `layer_floor`; otherwise it says "nothing relevant" (identifier
+  hits always stay: an exact `ECONNRESET` match is evidence by itself).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Collection, Mapping, Sequence
+
+
+def term_weights(terms: Sequence[str], df: Mapping[str, int], documents: int) -> dict[str, float]:
+    """BM25's IDF of each query term in a store of `documents` rows (a term absent from `df` has
+    occurred nowhere and weighs the most)."""
+    n = max(documents, 1)
+    return {t: math.log(1.0 + (n - min(df.get(t, 0), n) + 0.5) / (df.get(t, 0) + 0.5)) for t in terms}
+
+
+def coverage(weights: Mapping[str, float], tokens: Collection[str]) -> float:
+    """The share of the query's term weight that a document's index tokens contain, in [0, 1]."""
+    total = sum(weights.values())
+    if total <= 0:
+        return 0.0
+    return sum(w for t, w in weights.items() if t in tokens) / total
+
+
+def layer_is_relevant(plain_scores: Sequence[float], layer_floor: float) -> bool:
+    """Whether a layer's rows not vouched for by an identifier may be returned at all."""
+    return bool(plain_scores) and max(plain_scores) >= layer_floor

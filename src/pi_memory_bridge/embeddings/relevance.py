@@ -36,6 +36,17 @@ def coverage(weights: Mapping[str, float], tokens: Collection[str]) -> float:
     return sum(w for t, w in weights.items() if t in tokens) / total
 
 
+def stream_coverage(weights: Mapping[str, float], stream: str) -> float:
+    """`coverage` over a token stream as the index stores it (tokens joined by single spaces;
+    a token never holds a space): a substring test per term, no set built (a few times faster
+    on the 50 keyword hits of a search)."""
+    total = sum(weights.values())
+    if total <= 0:
+        return 0.0
+    padded = f" {stream} "
+    return sum(w for t, w in weights.items() if f" {t} " in padded) / total
+
+
 def layer_is_relevant(plain_scores: Sequence[float], layer_floor: float) -> bool:
     """Whether a layer's rows not vouched for by an identifier may be returned at all."""
     return bool(plain_scores) and max(plain_scores) >= layer_floor

@@ -11,7 +11,7 @@ from pi_memory_bridge import textsearch
 from pi_memory_bridge.backends.base import AtomicMemory, ConversationHit
 from pi_memory_bridge.backends.local import fts
 from pi_memory_bridge.backends.local.store import ATOMIC_COLUMNS, atomic_row
-from pi_memory_bridge.embeddings.relevance import coverage, term_weights
+from pi_memory_bridge.embeddings.relevance import stream_coverage, term_weights
 
 if TYPE_CHECKING:
     from pi_memory_bridge.backends.local.store import SqliteMemoryStore
@@ -63,7 +63,7 @@ class StoreRows:
                 for rowid, tokens in conn.execute(
                     f"SELECT id, {columns} FROM {table} WHERE id IN ({marks})", tuple(chunk)
                 ):
-                    found[int(rowid)] = coverage(weights, set(str(tokens).split()))
+                    found[int(rowid)] = stream_coverage(weights, str(tokens))
         return found
 
     def rowids(self, table: str, id_column: str, public_ids: Sequence[str]) -> dict[str, int]:

@@ -334,7 +334,7 @@ async def relevance_sweep(loaded: Loaded, cases: Sequence[dict[str, Any]], keywo
     semantics = (loaded.backend.semantic, keyword_set.backend.semantic)
     print("relevance sweep (dev split): keyword coverage floor, L1 layer gate")
     for coverage in (0.0, 0.1, 0.2, 0.3, 0.4):
-        for gate in (0.0, 0.25, 0.3, 0.35, 0.4, 0.45):
+        for gate in (None, 0.25, 0.3, 0.35, 0.4, 0.45):
             for semantic in semantics:
                 semantic.l1_params = replace(L1_PARAMS, min_coverage=coverage, layer_floor=gate)
                 semantic.l0_params = replace(L0_PARAMS, min_coverage=coverage)
@@ -342,7 +342,7 @@ async def relevance_sweep(loaded: Loaded, cases: Sequence[dict[str, Any]], keywo
             sl = s["slices"]
             _, kw_set = await keyword_set.recall_at_4()
             print(
-                f"  coverage >={coverage:<4} L1 gate >={gate:<5} para {sl['paraphrase'].r5:.2f}  "
+                f"  coverage >={coverage:<4} L1 gate >={gate!s:<5} para {sl['paraphrase'].r5:.2f}  "
                 f"ident {sl['identifier'].r1:.2f}  temporal {sl['temporal'].r5:.2f}  "
                 f"multi {sl['multi_session'].r5:.2f}  abst {s['abstention_false_recall']:.2f} "
                 f"(L1 {s['abstention_l1']:.2f}, L0 {s['abstention_l0']:.2f})  "
@@ -372,8 +372,8 @@ async def abstention_rules(loaded: Loaded, cases: Sequence[dict[str, Any]]) -> N
     """Dev split: the lowest abstention false-recall each rule reaches at a paraphrase R@5 level."""
     semantic = loaded.backend.semantic
     assert semantic is not None
-    semantic.l1_params = replace(L1_PARAMS, min_score=-5.0, layer_floor=-5.0)
-    semantic.l0_params = replace(L0_PARAMS, min_score=-5.0, layer_floor=-5.0)
+    semantic.l1_params = replace(L1_PARAMS, min_score=-5.0, layer_floor=None)
+    semantic.l0_params = replace(L0_PARAMS, min_score=-5.0, layer_floor=None)
     lists: dict[str, tuple[Scored, Scored]] = {}
     for c in cases:
         l1 = await loaded.backend.search_atomic(c["query"], 30)

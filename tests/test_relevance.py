@@ -108,6 +108,7 @@ def test_the_layer_gate_keeps_all_or_nothing() -> None:
     closed = replace(open_gate, layer_floor=0.5)
     assert fuse(candidates, "anything", closed) == []
     assert layer_is_relevant([0.45, 0.32], 0.45) and not layer_is_relevant([], 0.0)
+    assert layer_is_relevant([], None)  # no gate: identifier-only and empty layers stay as they are
 
 
 def _background() -> list[ConversationTurn]:

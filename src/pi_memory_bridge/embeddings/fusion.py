@@ -37,7 +37,8 @@ class FusionParams:
     # (embeddings.relevance); 0 counts every hit
     min_coverage: float = 0.0
     # the layer returns nothing but identifier hits unless its best other row scores this much
-    layer_floor: float = 0.0
+    # (None: no gate)
+    layer_floor: float | None = None
 
 
 def with_questions(text: float | None, question: float | None, weight: float) -> float | None:
@@ -68,14 +69,14 @@ DEFAULT_PARAMS = FusionParams()
 # this default favours recall of what was said). Floors 0.2 and 0.25 score the same on dev with questions; 0.2
 # is kept for memories without them (hand-saved: only their sentence can match a paraphrase).
 #
-# Keyword coverage (embeddings.relevance), on dev: a floor of 0.2 takes L0's share of the abstention
-# cases that return a turn from 0.62 to 0.12 at no cost to any dev slice (0.25-0.4 do the same on
-# dev but take the L0 keyword set's recall@4 from 0.981 to 0.973 / 0.965 / 0.944 / 0.911); on L1
-# it changes nothing on dev and is the same rule. L1's layer gate stays off: on dev, gates of
-# 0.25 / 0.3 / 0.35 / 0.4 / 0.45 give paraphrase R@5 0.90 / 0.75 / 0.65 / 0.50 / 0.40 against
-# abstention false recall 0.88 / 0.62 / 0.50 / 0.38 / 0.12 (--sweep, "relevance sweep"). This
-# model's scores do not tell a paraphrase from a never-said question on L1: "我女朋友叫什么名字？"
-# is as close to 我的狗's question as most paraphrases are to their memory's.
+# Keyword coverage (embeddings.relevance), on dev: floors of 0 / 0.1 / 0.2 leave L0 a turn to
+# return in 0.62 / 0.25 / 0.12 of the abstention cases at no cost to any dev slice; 0.3 and 0.4
+# do no better there and take the L0 keyword set's recall@4 from 0.981 to 0.965 / 0.911. On L1
+# the same floor changes nothing on dev. L1's layer gate stays off: on dev, no gate and gates of
+# 0.25 / 0.3 / 0.35 / 0.4 / 0.45 give paraphrase R@5 0.90, 0.90 / 0.75 / 0.65 / 0.50 / 0.40 against
+# abstention false recall 0.88, 0.88 / 0.62 / 0.50 / 0.38 / 0.12 (--sweep, "relevance sweep"):
+# this model's scores do not tell a paraphrase from a never-said question on L1 ("我女朋友叫什么名字？"
+# is as close to a question of 我的狗叫豆豆 as most paraphrases are to their memory's).
 L1_PARAMS = FusionParams(keyword_weight=0.1, min_score=0.2, question_weight=0.5, min_coverage=0.2)
 L0_PARAMS = FusionParams(keyword_weight=0.3, min_score=0.3, min_coverage=0.2)
 

@@ -3,9 +3,10 @@
 Recall runs before every answer, so returning the nearest unrelated memory is a cost, not a
 safe default. Two pure rules, measured on bench/memory_set (bench_memory_quality.py):
 
-* **Keyword coverage.** FTS5 ranks a turn that shares one common word with the question (a
-  question about a shoe size and a turn about a page size) and the fusion normalises BM25 by the
-  query's best hit, so a lone weak match used to get the whole keyword bonus. A keyword hit now
+* **Keyword coverage.** FTS5 ranks a turn that shares one common word with the question ("which
+  football club does my brother support?" and "add support for Apple Pay") and the fusion
+  normalises BM25 by the query's best hit, so a lone weak match used to get the whole keyword
+  bonus. A keyword hit now
   counts only when it covers enough of the question's weight: the IDF of the query terms it
   contains over the IDF of all of them (terms the store has never seen weigh the most, since
   they are what the question is about). Scale-free, unlike a raw BM25 floor, which grows with
@@ -47,6 +48,9 @@ def stream_coverage(weights: Mapping[str, float], stream: str) -> float:
     return sum(w for t, w in weights.items() if f" {t} " in padded) / total
 
 
-def layer_is_relevant(plain_scores: Sequence[float], layer_floor: float) -> bool:
-    """Whether a layer's rows not vouched for by an identifier may be returned at all."""
+def layer_is_relevant(plain_scores: Sequence[float], layer_floor: float | None) -> bool:
+    """Whether a layer's rows not vouched for by an identifier may be returned at all (None: no
+    gate)."""
+    if layer_floor is None:
+        return True
     return bool(plain_scores) and max(plain_scores) >= layer_floor

@@ -333,7 +333,7 @@ async def relevance_sweep(loaded: Loaded, cases: Sequence[dict[str, Any]], keywo
     assert loaded.backend.semantic is not None and keyword_set.backend.semantic is not None
     semantics = (loaded.backend.semantic, keyword_set.backend.semantic)
     print("relevance sweep (dev split): keyword coverage floor, L1 layer gate")
-    for coverage in (0.0, 0.1, 0.2, 0.3, 0.4):
+    for coverage in (0.0, 0.1, 0.15, 0.2, 0.3):
         for gate in (None, 0.25, 0.3, 0.35, 0.4, 0.45):
             for semantic in semantics:
                 semantic.l1_params = replace(L1_PARAMS, min_coverage=coverage, layer_floor=gate)

@@ -68,10 +68,10 @@ def test_chinese_coverage_counts_bigrams_and_weighs_rare_ones() -> None:
     weights = term_weights(textsearch.query_terms("库存服务 Redis 缓存多久过期？"), df, n)
     answer = coverage(weights, set(textsearch.index_tokens(texts[0])))
     # 多久 (and the accidental 存多, 久过) occur nowhere: even the answer holds only part of it
-    assert L0_PARAMS.min_coverage < 0.4 < answer < 0.6
+    assert L0_PARAMS.min_coverage < 0.4 < answer < 0.8
     assert coverage(weights, set(textsearch.index_tokens(texts[1]))) == 0.0
     # shares only 服务 (and its characters) with the question
-    assert 0 < coverage(weights, set(textsearch.index_tokens(texts[2]))) < 0.1
+    assert 0 < coverage(weights, set(textsearch.index_tokens(texts[2]))) < answer / 3
 
 
 def test_a_weak_keyword_hit_gets_no_keyword_signal() -> None:
@@ -122,16 +122,14 @@ def _background() -> list[ConversationTurn]:
     ]
 
 
-async def test_recall_drops_a_turn_sharing_one_word_but_finds_what_covers_the_question(
+async def test_recall_drops_turns_sharing_one_word_but_finds_what_covers_the_question(
     tmp_path: Path, model_handle: ModelHandle
 ) -> None:
     backend = LocalBackend(tmp_path, embeddings=model_handle)
-    question = "Which football club does my brother support?"
+    # shares only "fail" with the noise turns ("Why does X fail with Y?"), and is about none of them
+    question = "Did my football club fail to win the league?"
     try:
         mine = [
-            ConversationTurn(
-                "t-pay", "s1", "Add support for Apple Pay in the checkout form.", "Added it.", NOW
-            ),
             ConversationTurn(
                 "t-pool", "s1", "The connection pool size is 50 for the orders service.", "Ok.", NOW
             ),
@@ -143,22 +141,36 @@ async def test_recall_drops_a_turn_sharing_one_word_but_finds_what_covers_the_qu
         encoder = model_handle.wait(60)
         assert encoder is not None and backend.semantic is not None
         backend.semantic.worker.drain(encoder)
-        assert backend.store.search_conversation(question, 1)[0].turn_id == "t-pay"  # BM25's best
+        lures = backend.store.search_conversation(question, 4)
+        assert len(lures) == 4  # keyword search alone finds "fail" turns
         assert await backend.search_conversation(question, 4) == []  # nothing relevant
         found = await backend.search_conversation("What was the size of the connection pool?", 4)
         assert found[0].turn_id == "t-pool"
         assert [h.turn_id for h in await backend.search_conversation("retention.ms", 4)] == ["t-kafka"]
         # the coverage read back from the stored token columns is the one the tokenizer gives
         with backend.store.reading("test") as conn:
-            row = int(conn.execute("SELECT id FROM turns WHERE turn_id = 't-pay'").fetchone()[0])
+            row = int(
+                conn.execute("SELECT id FROM turns WHERE turn_id = ?", (lures[0].turn_id,)).fetchone()[0]
+            )
             documents = int(conn.execute("SELECT max(id) FROM turns").fetchone()[0])
         stored = StoreRows(backend.store).keyword_coverage(TURNS_INDEX, question, [row])
         df, _ = _df([f"{t.user_text} {t.assistant_text}" for t in [*_background(), *mine]])
         weights = term_weights(textsearch.query_terms(question), df, documents)
-        tokens = set(textsearch.index_tokens(f"{mine[0].user_text} {mine[0].assistant_text}"))
+        tokens = set(textsearch.index_tokens(f"{lures[0].user_text} {lures[0].assistant_text}"))
         assert stored[row] == pytest.approx(coverage(weights, tokens))
-        assert stored[row] < L0_PARAMS.min_coverage
-        backend.semantic.l0_params = replace(L0_PARAMS, min_coverage=0.0)  # the rule off: the lure is back
-        assert [h.turn_id for h in await backend.search_conversation(question, 4)] == ["t-pay"]
+        assert 0 < stored[row] < L0_PARAMS.min_coverage
+        backend.semantic.l0_params = replace(L0_PARAMS, min_coverage=0.0)  # the rule off: lures again
+        assert {h.turn_id for h in await backend.search_conversation(question, 4)} <= {
+            h.turn_id for h in lures
+        }
+        assert await backend.search_conversation(question, 4)
     finally:
         await backend.close()
+
+
+def test_a_young_store_still_counts_a_shared_rare_word() -> None:
+    """The seed scenario: one stored turn shares 讨厌 with the question and nothing else."""
+    turn = "我负责后端，用 Go，最讨厌魔法数字"
+    df, n = _df([turn])
+    weights = term_weights(textsearch.query_terms("我讨厌什么代码风格？"), df, n)
+    assert coverage(weights, set(textsearch.index_tokens(turn))) >= L0_PARAMS.min_coverage

@@ -21,11 +21,16 @@ from __future__ import annotations
 import math
 from collections.abc import Collection, Mapping, Sequence
 
+# A young store cannot tell a rare word from a common one by its document frequency: with three
+# turns, every word they hold has df >= 1 of 3 and weighs almost nothing beside the words they do
+# not hold. IDFs are computed as if the store held at least this many rows.
+MIN_DOCUMENTS = 1000
+
 
 def term_weights(terms: Sequence[str], df: Mapping[str, int], documents: int) -> dict[str, float]:
-    """BM25's IDF of each query term in a store of `documents` rows (a term absent from `df` has
-    occurred nowhere and weighs the most)."""
-    n = max(documents, 1)
+    """BM25's IDF of each query term in a store of `documents` rows, at least `MIN_DOCUMENTS` (a
+    term absent from `df` has occurred nowhere and weighs the most)."""
+    n = max(documents, MIN_DOCUMENTS)
     return {t: math.log(1.0 + (n - min(df.get(t, 0), n) + 0.5) / (df.get(t, 0) + 0.5)) for t in terms}
 
 

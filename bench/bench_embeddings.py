@@ -39,6 +39,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -242,12 +243,25 @@ def _exact_matrices(backend: LocalBackend) -> LocalBackend:
     return backend
 
 
+def _without_coverage(backend: LocalBackend) -> LocalBackend:
+    """The same backend giving every keyword hit its keyword signal (before embeddings.relevance)."""
+    assert backend.semantic is not None
+    semantic = backend.semantic
+    semantic.l1_params = replace(semantic.l1_params, min_coverage=0.0)
+    semantic.l0_params = replace(semantic.l0_params, min_coverage=0.0)
+    return backend
+
+
 def warm_recall(root: Path, queries: list[str], handle: ModelHandle) -> None:
     budget = RecallBudget()
     makers: list[tuple[str, Callable[[], LocalBackend]]] = [
         ("keyword only", lambda: LocalBackend(root)),
         ("hybrid, exact product (before)", lambda: _exact_matrices(LocalBackend(root, embeddings=handle))),
-        ("hybrid, sign codes + exact (now)", lambda: LocalBackend(root, embeddings=handle)),
+        (
+            "hybrid, no keyword coverage (before)",
+            lambda: _without_coverage(LocalBackend(root, embeddings=handle)),
+        ),
+        ("hybrid, sign codes + exact + coverage (now)", lambda: LocalBackend(root, embeddings=handle)),
     ]
     for name, make in makers:
         backend = make()

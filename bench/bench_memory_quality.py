@@ -38,7 +38,7 @@ import sys
 import tempfile
 import time
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -50,7 +50,7 @@ from pi_memory_bridge.backends.local.learned_rows import JobOp, JobRecord, new_j
 from pi_memory_bridge.backends.local.memories import LearnedMemories
 from pi_memory_bridge.embeddings import ModelHandle, load_use
 from pi_memory_bridge.embeddings.cache_dir import default_cache_root
-from pi_memory_bridge.embeddings.fusion import L0_PARAMS, L1_PARAMS, FusionParams
+from pi_memory_bridge.embeddings.fusion import L0_PARAMS, L1_PARAMS
 from pi_memory_bridge.recall import Layer, RecallBudget, recall
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -159,6 +159,8 @@ class CaseResult:
     case: dict[str, Any]
     rank: int | None  # best rank of a gold id in either layer (1-based)
     returned: int  # items returned over both layers
+    returned_l1: int
+    returned_l0: int
     stale: bool
     ranks_all: list[int | None]  # per gold id
 
@@ -178,6 +180,8 @@ async def run_case(loaded: Loaded, backend: LocalBackend, case: dict[str, Any]) 
         case,
         min(present) if present else None,
         len(l1) + len(l0),
+        len(l1),
+        len(l0),
         any(s in l1_ids for s in case["stale"]),
         ranks,
     )
@@ -216,6 +220,10 @@ async def evaluate(
     return [await run_case(loaded, backend, c) for c in cases]
 
 
+def _share(results: Sequence[CaseResult], test: Callable[[CaseResult], bool]) -> float:
+    return sum(1 for r in results if test(r)) / len(results) if results else 0.0
+
+
 def summarize(results: Sequence[CaseResult]) -> dict[str, Any]:
     by_slice: dict[str, list[CaseResult]] = defaultdict(list)
     for r in results:
@@ -229,7 +237,9 @@ def summarize(results: Sequence[CaseResult]) -> dict[str, Any]:
             lang: score([r for r in para if r.case["lang"] == lang]) for lang in ("en", "zh", "cross")
         },
         "all": score(results),
-        "abstention_false_recall": (sum(1 for r in abstain if r.returned) / len(abstain)) if abstain else 0.0,
+        "abstention_false_recall": _share(abstain, lambda r: r.returned > 0),
+        "abstention_l1": _share(abstain, lambda r: r.returned_l1 > 0),
+        "abstention_l0": _share(abstain, lambda r: r.returned_l0 > 0),
         "stale_leakage": (sum(1 for r in updates if r.stale) / len(updates)) if updates else 0.0,
     }
 
@@ -281,7 +291,8 @@ def print_summary(title: str, s: dict[str, Any], chars: float | None = None) -> 
     print(f"    {'all answerable':<14} {s['all'].line()}")
     print(
         f"    stale leakage {s['stale_leakage']:.2f}   "
-        f"abstention false-recall {s['abstention_false_recall']:.2f}"
+        f"abstention false-recall {s['abstention_false_recall']:.2f} "
+        f"(L1 {s['abstention_l1']:.2f}, L0 {s['abstention_l0']:.2f})"
         + (f"   injected chars/case {chars:.0f}" if chars is not None else "")
     )
 
@@ -299,7 +310,7 @@ async def sweep(loaded: Loaded, cases: Sequence[dict[str, Any]], keyword_set: Ke
     ]
     for q1, w1, f1, f0 in grid:
         for semantic in semantics:
-            semantic.l1_params = FusionParams(keyword_weight=w1, min_score=f1, question_weight=q1)
+            semantic.l1_params = replace(L1_PARAMS, keyword_weight=w1, min_score=f1, question_weight=q1)
             semantic.l0_params = replace(L0_PARAMS, min_score=f0)
         s = summarize(await evaluate(loaded, loaded.backend, cases))
         sl = s["slices"]
@@ -312,7 +323,33 @@ async def sweep(loaded: Loaded, cases: Sequence[dict[str, Any]], keyword_set: Ke
         )
     for semantic in semantics:
         semantic.l1_params, semantic.l0_params = L1_PARAMS, L0_PARAMS
+    await relevance_sweep(loaded, cases, keyword_set)
     await abstention_rules(loaded, cases)
+
+
+async def relevance_sweep(loaded: Loaded, cases: Sequence[dict[str, Any]], keyword_set: KeywordSet) -> None:
+    """Dev split: the keyword coverage floor (both layers) and L1's layer gate
+    (embeddings.relevance), the rest of the fusion at its defaults."""
+    assert loaded.backend.semantic is not None and keyword_set.backend.semantic is not None
+    semantics = (loaded.backend.semantic, keyword_set.backend.semantic)
+    print("relevance sweep (dev split): keyword coverage floor, L1 layer gate")
+    for coverage in (0.0, 0.1, 0.15, 0.2, 0.3):
+        for gate in (None, 0.25, 0.3, 0.35, 0.4, 0.45):
+            for semantic in semantics:
+                semantic.l1_params = replace(L1_PARAMS, min_coverage=coverage, layer_floor=gate)
+                semantic.l0_params = replace(L0_PARAMS, min_coverage=coverage)
+            s = summarize(await evaluate(loaded, loaded.backend, cases))
+            sl = s["slices"]
+            _, kw_set = await keyword_set.recall_at_4()
+            print(
+                f"  coverage >={coverage:<4} L1 gate >={gate!s:<5} para {sl['paraphrase'].r5:.2f}  "
+                f"ident {sl['identifier'].r1:.2f}  temporal {sl['temporal'].r5:.2f}  "
+                f"multi {sl['multi_session'].r5:.2f}  abst {s['abstention_false_recall']:.2f} "
+                f"(L1 {s['abstention_l1']:.2f}, L0 {s['abstention_l0']:.2f})  "
+                f"all R@5 {s['all'].r5:.2f}  kw-set {kw_set:.3f}"
+            )
+    for semantic in semantics:
+        semantic.l1_params, semantic.l0_params = L1_PARAMS, L0_PARAMS
 
 
 # --- abstention: can a cut-off rule tell "never said" from a paraphrase? -----------------------
@@ -335,8 +372,8 @@ async def abstention_rules(loaded: Loaded, cases: Sequence[dict[str, Any]]) -> N
     """Dev split: the lowest abstention false-recall each rule reaches at a paraphrase R@5 level."""
     semantic = loaded.backend.semantic
     assert semantic is not None
-    semantic.l1_params = replace(L1_PARAMS, min_score=-5.0)
-    semantic.l0_params = replace(L0_PARAMS, min_score=-5.0)
+    semantic.l1_params = replace(L1_PARAMS, min_score=-5.0, layer_floor=None)
+    semantic.l0_params = replace(L0_PARAMS, min_score=-5.0, layer_floor=None)
     lists: dict[str, tuple[Scored, Scored]] = {}
     for c in cases:
         l1 = await loaded.backend.memories.search(c["query"], 30)

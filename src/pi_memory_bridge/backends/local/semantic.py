@@ -21,7 +21,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
 
 from pi_memory_bridge.backends.base import AtomicMemory, BackendError, ConversationHit
-from pi_memory_bridge.backends.local.fts import CANDIDATE_POSTINGS_BUDGET
+from pi_memory_bridge.backends.local.fts import CANDIDATE_POSTINGS_BUDGET, FtsSpec
+from pi_memory_bridge.backends.local.schema import ATOMIC_INDEX, TURNS_INDEX
 from pi_memory_bridge.backends.local.semantic_rows import StoreRows
 from pi_memory_bridge.backends.local.vector_worker import VectorWorker
 from pi_memory_bridge.backends.local.vectors import (
@@ -214,7 +215,9 @@ class SemanticIndex:
         top, question_top = dense.result(), asked.result()
         if top is None:
             return None
-        ranked = fuse(self._atomic_candidates(vector, top, question_top, keyword), query, self.l1_params)
+        ranked = fuse(
+            self._atomic_candidates(vector, query, top, question_top, keyword), query, self.l1_params
+        )
         known = {m.id: m for m in keyword}
         # the type and "still holds" filters apply to the rows read back (a superseded memory
         # keeps its vector for undo): read a few more than needed
@@ -232,6 +235,7 @@ class SemanticIndex:
     def _atomic_candidates(
         self,
         vector: npt.NDArray[np.float32],
+        query: str,
         top: list[tuple[int, float]],
         question_top: list[tuple[int, float]] | None,
         keyword: Sequence[AtomicMemory],
@@ -257,7 +261,12 @@ class SemanticIndex:
                 return None
             return with_questions(text.get(rowid), best_question.get(rowid), weight)
 
-        candidates = [Candidate(m.id, m.content, cosine(by_public.get(m.id)), m.score) for m in keyword]
+        covered = self._coverage(ATOMIC_INDEX, query, list(by_public.values()), self.l1_params)
+        candidates = []
+        for m in keyword:
+            rowid = by_public.get(m.id)
+            share = covered.get(rowid) if rowid is not None else None
+            candidates.append(Candidate(m.id, m.content, cosine(rowid), m.score, share))
         keyed = set(by_public.values())
         candidates += [Candidate(_row_key(r), "", cosine(r), None) for r in rows if r not in keyed]
         return candidates
@@ -278,7 +287,7 @@ class SemanticIndex:
             vector,
             query,
             self.l0_params,
-            "turns",
+            TURNS_INDEX,
             "turn_id",
             {h.turn_id: (f"{h.user_text}\n{h.assistant_text}", h.score) for h in keyword},
         )
@@ -304,7 +313,7 @@ class SemanticIndex:
         vector: npt.NDArray[np.float32],
         query: str,
         params: FusionParams,
-        table: str,
+        spec: FtsSpec,
         id_column: str,
         keyword: dict[str, tuple[str, float]],
     ) -> list[Ranked] | None:
@@ -312,15 +321,24 @@ class SemanticIndex:
         rows, whose text is read only if they make the cut."""
         if top is None:
             return None
-        rowids = self._rows.rowids(table, id_column, list(keyword))
+        rowids = self._rows.rowids(spec.content_table, id_column, list(keyword))
         cosines = matrix.similarities(vector, list(rowids.values()))
+        covered = self._coverage(spec, query, list(rowids.values()), params)
         public = {rowid: key for key, rowid in rowids.items()}
         candidates = [
-            Candidate(key, text, cosines.get(rowids.get(key, -1)), score)
+            Candidate(key, text, cosines.get(rowids.get(key, -1)), score, covered.get(rowids.get(key, -1)))
             for key, (text, score) in keyword.items()
         ]
         candidates += [Candidate(_row_key(rowid), "", cos, None) for rowid, cos in top if rowid not in public]
         return fuse(candidates, query, params)
+
+    def _coverage(
+        self, spec: FtsSpec, query: str, rowids: list[int], params: FusionParams
+    ) -> dict[int, float]:
+        """Keyword hits' coverage of the query (embeddings.relevance), when the layer uses it."""
+        if params.min_coverage <= 0 or not rowids:
+            return {}
+        return self._rows.keyword_coverage(spec, query, rowids)
 
 
 def _wait_budget() -> float:

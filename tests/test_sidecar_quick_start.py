@@ -4,16 +4,21 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
+import signal
+import socket
 import subprocess
 import sys
+import tempfile
 import textwrap
+import time
 from pathlib import Path
 from typing import Any
 
 from pi_memory_bridge.config import _paths
 from pi_memory_bridge.sidecar import quick_start
 from pi_memory_bridge.sidecar.protocol import InitializeParams
-from sidecar_client import SidecarProcess
+from sidecar_client import SidecarProcess, sidecar_argv
 
 
 def _params(tmp_path: Path, **extra: Any) -> dict[str, Any]:
@@ -147,3 +152,67 @@ def test_the_validated_params_round_trip_to_what_the_shim_sent(tmp_path: Path) -
     assert quick_start.DATA_DIR_NAME == _paths.DATA_DIR_NAME
     assert quick_start.GLOBAL_CONFIG_NAME == _paths.GLOBAL_CONFIG_NAME
     assert str(_paths.project_config_path(Path())) == quick_start.PROJECT_CONFIG
+
+
+def test_a_cold_background_sidecar_answers_its_first_pi_the_same_way(tmp_path: Path) -> None:
+    (tmp_path / "project").mkdir()
+    run_dir = Path(tempfile.mkdtemp(prefix="pmb-q-", dir="/tmp"))  # a socket path holds ~100 bytes
+    run_dir.chmod(0o700)
+    sock = run_dir / "d.sock"
+    env = {
+        **os.environ,
+        "PI_CODING_AGENT_DIR": str(tmp_path / "agent"),
+        "HOME": str(tmp_path),
+        "PI_MEMORY_BRIDGE_SOCKET": str(sock),
+        "PI_MEMORY_BRIDGE_EMBEDDINGS": "off",
+    }
+    params = _params(tmp_path)
+    answers = []
+    try:
+        for _ in range(3):  # the first creates the data dir, the second stores, the third reads
+            daemon = subprocess.Popen(sidecar_argv(), env=env, stdin=subprocess.DEVNULL)
+            first, second = _connect(sock), _connect(sock)
+            for client in (first, second):
+                answer = _socket_call(client, 1, "initialize", params)
+                assert "result" in answer, answer
+                answers.append(answer["result"])
+                started = _socket_call(client, 2, "session/start", {"piSessionId": "s", "entries": []})
+                assert "result" in started, started
+                client.close()
+            daemon.send_signal(signal.SIGTERM)
+            assert daemon.wait(20) == 0
+    finally:
+        shutil.rmtree(run_dir, ignore_errors=True)
+    assert all(a == answers[0] for a in answers)
+    assert list(_stored(tmp_path).values()) == [answers[0]]
+
+
+def _connect(path: Path, timeout: float = 30.0) -> socket.socket:
+    deadline = time.monotonic() + timeout
+    while True:
+        conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        conn.settimeout(30)
+        try:
+            conn.connect(str(path))
+            return conn
+        except OSError:
+            conn.close()
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.015)
+
+
+def _socket_call(conn: socket.socket, rid: int, method: str, params: dict[str, Any]) -> dict[str, Any]:
+    conn.sendall(
+        json.dumps({"jsonrpc": "2.0", "id": rid, "method": method, "params": params}).encode() + b"\n"
+    )
+    buf = b""
+    while True:
+        while b"\n" not in buf:
+            chunk = conn.recv(65536)
+            assert chunk, "the daemon closed the connection"
+            buf += chunk
+        line, buf = buf.split(b"\n", 1)
+        msg: dict[str, Any] = json.loads(line)
+        if msg.get("id") == rid:
+            return msg

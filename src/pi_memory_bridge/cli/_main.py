@@ -98,10 +98,8 @@ def _run(argv: list[str] | None) -> int:
     # pydantic looks for plugins through importlib.metadata on first use, which costs ~100 ms of
     # start-up; this sidecar uses none.
     os.environ.setdefault("PYDANTIC_DISABLE_PLUGINS", "__all__")
-    if (sys.argv[1:] if argv is None else argv) == ["serve"] and not os.environ.get(
-        "PI_MEMORY_BRIDGE_SOCKET"
-    ):
-        return _serve_stdio()
+    if (sys.argv[1:] if argv is None else argv) == ["serve"]:
+        return _serve()
     # numpy (embedding model, vectors) reads its thread counts once, at its first import
     from pi_memory_bridge.embeddings.threads import pin_environment
 
@@ -124,11 +122,7 @@ def _run(argv: list[str] | None) -> int:
 
             print(f"stopped {len(stop_all(os.environ))} background sidecar(s)")
             return 0
-        if os.environ.get("PI_MEMORY_BRIDGE_SOCKET"):  # the shim asks for the shared background sidecar
-            from pi_memory_bridge.sidecar.daemon import run as run_daemon
-
-            return run_daemon()
-        return _serve_stdio()
+        return _serve()
     if args.command == "doctor":
         from pathlib import Path
 
@@ -191,19 +185,23 @@ def _run(argv: list[str] | None) -> int:
     return 2
 
 
-def _serve_stdio() -> int:
-    """The sidecar on stdin/stdout: the first line (`initialize`) may be answered before the
-    heavy imports below (sidecar.quick_start)."""
+def _serve() -> int:
+    """The sidecar: the first line (`initialize`) may be answered before the heavy imports
+    (sidecar.quick_start), on stdin/stdout or, when the shim asks for the shared background
+    sidecar, on its socket (sidecar.daemon_start)."""
     import gc
 
     # start-up allocates a lot and frees little: no collections until the engine runs (serve)
     gc.disable()
-    from pi_memory_bridge.sidecar.quick_start import answer_first
+    if os.environ.get("PI_MEMORY_BRIDGE_SOCKET"):
+        from pi_memory_bridge.sidecar.daemon_start import serve
 
+        return serve(os.environ)
+    from pi_memory_bridge.sidecar.quick_start import answer_first, import_in_background
+
+    imported = import_in_background("pi_memory_bridge.sidecar.serve", "pi_memory_bridge.engine.core")
     prelude = answer_first(os.environ)
-    from pi_memory_bridge.embeddings.threads import pin_environment
-
-    pin_environment()  # before numpy's first import
+    imported()
     from pi_memory_bridge.sidecar.serve import run
 
     return run(prelude)

@@ -22,6 +22,8 @@ import contextlib
 import hashlib
 import json
 import os
+import select
+import time
 from typing import TYPE_CHECKING
 
 from pi_memory_bridge import surrogates
@@ -29,7 +31,7 @@ from pi_memory_bridge._version import PROTOCOL_VERSION, __version__
 
 if TYPE_CHECKING:  # not imported at run time: dataclasses, pathlib and typing's helpers cost
     # 20-60 ms of a start on a loaded machine, and this runs before the answer
-    from collections.abc import Mapping
+    from collections.abc import Callable, Mapping
     from typing import Any
 
 ANSWERS_FILE = "handshake-answers.json"
@@ -172,9 +174,40 @@ def store_answer(agent_dir: str, key: str, result: dict[str, Any] | None) -> Non
             os.unlink(tmp)
 
 
-def _first_line(fd: int) -> bytes:
+def import_in_background(*modules: str) -> Callable[[], None]:
+    """Start importing `modules` in a thread (after pinning numpy's thread counts, which must
+    happen before its first import); returns the wait for it to finish.
+
+    The shim spawns the sidecar when Pi loads the extension and sends `initialize` only once
+    Pi's session starts: the imports use that wait. The caller imports nothing itself until the
+    wait returns (two threads importing modules that import each other can deadlock)."""
+    import importlib
+    import threading
+
+    def load() -> None:
+        from pi_memory_bridge.embeddings.threads import pin_environment
+
+        pin_environment()
+        for name in modules:
+            try:
+                importlib.import_module(name)
+            except Exception:  # the caller's own import raises it again, where it is reported
+                return
+
+    thread = threading.Thread(target=load, name="sidecar-imports", daemon=True)
+    thread.start()
+    return thread.join
+
+
+def _first_line(fd: int, timeout_s: float | None) -> bytes:
+    """Up to the first newline; what came by `timeout_s` (None: no limit) when none came."""
     data = b""
+    deadline = None if timeout_s is None else time.monotonic() + timeout_s
     while b"\n" not in data and len(data) < MAX_FIRST_LINE:
+        if deadline is not None:
+            left = deadline - time.monotonic()
+            if left <= 0 or not select.select([fd], [], [], left)[0]:
+                break
         chunk = os.read(fd, 65536)
         if not chunk:
             break
@@ -197,9 +230,11 @@ def _initialize_request(line: bytes) -> tuple[int | str, dict[str, Any]] | None:
     return req_id, params
 
 
-def answer_first(env: Mapping[str, str], fd_in: int = 0, fd_out: int = 1) -> Prelude:
+def answer_first(
+    env: Mapping[str, str], fd_in: int = 0, fd_out: int = 1, timeout_s: float | None = None
+) -> Prelude:
     """Read the first line; answer it on `fd_out` when it is an `initialize` answered before."""
-    data = _first_line(fd_in)
+    data = _first_line(fd_in, timeout_s)
     line, newline, rest = data.partition(b"\n")
     request = _initialize_request(line) if newline else None
     if request is None:

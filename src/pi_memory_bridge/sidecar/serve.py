@@ -153,7 +153,7 @@ class LazyEngine:
         await self.stop()
 
 
-class _Prefixed:
+class Prefixed:
     """A reader that first returns what was read before the endpoint existed (`quick_start`)."""
 
     def __init__(self, reader: ByteReader, first: bytes) -> None:
@@ -295,7 +295,7 @@ async def serve_stdio(prelude: Prelude | None = None) -> int:
     rpc = build_endpoint(engine, stop, prelude=prelude)
     watchdog = ExitWatchdog(EXIT_WATCHDOG_S)
     stdin, writer = await open_stdio()
-    reader = _EofWatch(_Prefixed(stdin, prelude.unread if prelude else b""), watchdog.arm)
+    reader = _EofWatch(Prefixed(stdin, prelude.unread if prelude else b""), watchdog.arm)
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)

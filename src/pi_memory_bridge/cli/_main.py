@@ -197,11 +197,14 @@ def _serve() -> int:
         from pi_memory_bridge.sidecar.daemon_start import serve
 
         return serve(os.environ)
-    from pi_memory_bridge.sidecar.quick_start import answer_first, import_in_background
+    from pi_memory_bridge.sidecar.quick_start import BackgroundImports, answer_first
 
-    imported = import_in_background("pi_memory_bridge.sidecar.serve", "pi_memory_bridge.engine.core")
-    prelude = answer_first(os.environ)
-    imported()
+    imports = BackgroundImports("pi_memory_bridge.sidecar.serve", "pi_memory_bridge.engine.core")
+    prelude = answer_first(os.environ, on_idle=imports.start)
+    imports.wait()
+    from pi_memory_bridge.embeddings.threads import pin_environment
+
+    pin_environment()  # before numpy's first import (done already when the imports ran above)
     from pi_memory_bridge.sidecar.serve import run
 
     return run(prelude)

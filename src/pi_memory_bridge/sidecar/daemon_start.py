@@ -14,7 +14,6 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import os
-import select
 import socket
 import stat
 import sys
@@ -22,10 +21,10 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, NoReturn
 
-from pi_memory_bridge.sidecar.quick_start import Prelude, answer_first, import_in_background
+from pi_memory_bridge.sidecar.quick_start import BackgroundImports, Prelude, answer_first, wait_readable
 
 if TYPE_CHECKING:
-    from collections.abc import Mapping
+    from collections.abc import Callable, Mapping
 
 SOCKET_VAR = "PI_MEMORY_BRIDGE_SOCKET"
 LOCK_WAIT_S = 3.0  # a daemon on its way out holds the lock this long at most (its watchdog)
@@ -94,11 +93,14 @@ def bind_socket(socket_path: Path) -> socket.socket:
 
 
 def first_connection(
-    sock: socket.socket, env: Mapping[str, str], wait_s: float = FIRST_CONNECTION_WAIT_S
+    sock: socket.socket,
+    env: Mapping[str, str],
+    wait_s: float = FIRST_CONNECTION_WAIT_S,
+    on_idle: Callable[[], None] | None = None,
 ) -> tuple[socket.socket, Prelude] | None:
-    """The first Pi's connection with its first line read (and answered, when it could be)."""
-    readable, _, _ = select.select([sock], [], [], wait_s)
-    if not readable:
+    """The first Pi's connection with its first line read (and answered, when it could be);
+    `on_idle` runs once either keeps us waiting."""
+    if not wait_readable(sock.fileno(), wait_s, on_idle):
         return None
     try:
         conn, _ = sock.accept()
@@ -107,7 +109,7 @@ def first_connection(
     conn.setblocking(True)
     fd = conn.fileno()
     try:
-        prelude = answer_first(env, fd_in=fd, fd_out=fd, timeout_s=FIRST_LINE_WAIT_S)
+        prelude = answer_first(env, fd_in=fd, fd_out=fd, timeout_s=FIRST_LINE_WAIT_S, on_idle=on_idle)
     except OSError:  # the Pi went away: the asyncio server finds the connection closed
         prelude = Prelude()
     return conn, prelude
@@ -123,7 +125,7 @@ def serve(env: Mapping[str, str]) -> int:
     """`serve` with `PI_MEMORY_BRIDGE_SOCKET` set: lock, listen, answer the first Pi's handshake,
     then import the daemon and serve on (`daemon.run_locked`)."""
     path = Path(env[SOCKET_VAR])
-    imported = import_in_background("pi_memory_bridge.sidecar.daemon", "pi_memory_bridge.engine.core")
+    imports = BackgroundImports("pi_memory_bridge.sidecar.daemon", "pi_memory_bridge.engine.core")
     try:
         check_private_dir(path.parent)
         lock_fd = take_lock(path)
@@ -133,8 +135,11 @@ def serve(env: Mapping[str, str]) -> int:
     if lock_fd is None:
         _leave(0)  # another daemon serves this socket: the shim connects to it
     sock = bind_socket(path)
-    first = first_connection(sock, env)
-    imported()
+    first = first_connection(sock, env, on_idle=imports.start)
+    imports.wait()
+    from pi_memory_bridge.embeddings.threads import pin_environment
+
+    pin_environment()  # before numpy's first import (done already when the imports ran above)
     from pi_memory_bridge.sidecar.daemon import DaemonSettings, run_locked
 
     return run_locked(DaemonSettings.from_env(env), env, lock_fd, sock, first)

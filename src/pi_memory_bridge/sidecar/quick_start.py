@@ -23,6 +23,8 @@ import hashlib
 import json
 import os
 import select
+import sys
+import threading
 import time
 from typing import TYPE_CHECKING
 
@@ -41,6 +43,7 @@ PROJECT_CONFIG = os.path.join(".pi", "memory-bridge.json")  # config._paths.proj
 MAX_ANSWERS = 32  # one per project and agent dir in use; the oldest goes first
 MAX_FIRST_LINE = 64 * 1024  # an `initialize` line is a few hundred bytes
 MAX_FILE_BYTES = 1 << 20
+IDLE_S = 0.01  # no first line this long: the shim spawned us early, the imports start meanwhile
 # What the answer may read from the environment: the config's variables and anything that
 # moves the agent dir or home (the same families the shim keys its background sidecar on).
 _ENV_PREFIXES = ("PI_MEMORY_BRIDGE_", "PI_CODING_AGENT_", "TDAI_", "XDG_")
@@ -174,35 +177,59 @@ def store_answer(agent_dir: str, key: str, result: dict[str, Any] | None) -> Non
             os.unlink(tmp)
 
 
-def import_in_background(*modules: str) -> Callable[[], None]:
-    """Start importing `modules` in a thread (after pinning numpy's thread counts, which must
-    happen before its first import); returns the wait for it to finish.
+class BackgroundImports:
+    """The heavy modules, imported in a thread once the first line keeps us waiting.
 
     The shim spawns the sidecar when Pi loads the extension and sends `initialize` only once
-    Pi's session starts: the imports use that wait. The caller imports nothing itself until the
-    wait returns (two threads importing modules that import each other can deadlock)."""
-    import importlib
-    import threading
+    Pi's session starts: the imports use that wait. When the line is there at once they are not
+    started (they would take the GIL from the answer), and the caller imports them itself. The
+    caller imports nothing of them until `wait` returns (two threads importing modules that
+    import each other can deadlock). numpy's thread counts are pinned first (before its import)."""
 
-    def load() -> None:
+    def __init__(self, *modules: str) -> None:
+        self._modules = modules
+        self._thread: threading.Thread | None = None
+
+    def start(self) -> None:
+        if self._thread is None:
+            self._thread = threading.Thread(target=self._load, name="sidecar-imports", daemon=True)
+            self._thread.start()
+
+    def wait(self) -> None:
+        if self._thread is not None:
+            self._thread.join()
+
+    def _load(self) -> None:
+        import importlib
+
         from pi_memory_bridge.embeddings.threads import pin_environment
 
         pin_environment()
-        for name in modules:
+        for name in self._modules:
             try:
                 importlib.import_module(name)
             except Exception:  # the caller's own import raises it again, where it is reported
                 return
 
-    thread = threading.Thread(target=load, name="sidecar-imports", daemon=True)
-    thread.start()
-    return thread.join
+
+def wait_readable(fd: int, timeout_s: float | None, on_idle: Callable[[], None] | None) -> bool:
+    """Whether `fd` became readable within `timeout_s` (None: no limit); `on_idle` is called
+    once nothing came for `IDLE_S`."""
+    started = time.monotonic()
+    if on_idle is not None:
+        if select.select([fd], [], [], IDLE_S if timeout_s is None else min(IDLE_S, timeout_s))[0]:
+            return True
+        on_idle()
+    left = None if timeout_s is None else max(0.0, timeout_s - (time.monotonic() - started))
+    return bool(select.select([fd], [], [], left)[0])
 
 
-def _first_line(fd: int, timeout_s: float | None) -> bytes:
+def _first_line(fd: int, timeout_s: float | None, on_idle: Callable[[], None] | None) -> bytes:
     """Up to the first newline; what came by `timeout_s` (None: no limit) when none came."""
     data = b""
     deadline = None if timeout_s is None else time.monotonic() + timeout_s
+    if not wait_readable(fd, timeout_s, on_idle):
+        return data
     while b"\n" not in data and len(data) < MAX_FIRST_LINE:
         if deadline is not None:
             left = deadline - time.monotonic()
@@ -231,10 +258,32 @@ def _initialize_request(line: bytes) -> tuple[int | str, dict[str, Any]] | None:
 
 
 def answer_first(
-    env: Mapping[str, str], fd_in: int = 0, fd_out: int = 1, timeout_s: float | None = None
+    env: Mapping[str, str],
+    fd_in: int = 0,
+    fd_out: int = 1,
+    timeout_s: float | None = None,
+    on_idle: Callable[[], None] | None = None,
 ) -> Prelude:
-    """Read the first line; answer it on `fd_out` when it is an `initialize` answered before."""
-    data = _first_line(fd_in, timeout_s)
+    """Read the first line; answer it on `fd_out` when it is an `initialize` answered before.
+    `on_idle` (e.g. `BackgroundImports.start`) runs once the line keeps us waiting."""
+    # Every system call below gives up the GIL, and getting it back from a thread that imports
+    # takes up to the switch interval (5 ms): a few dozen of them would add ~100 ms.
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(0.0005)
+    try:
+        return _answer_first(env, fd_in, fd_out, timeout_s, on_idle)
+    finally:
+        sys.setswitchinterval(interval)
+
+
+def _answer_first(
+    env: Mapping[str, str],
+    fd_in: int,
+    fd_out: int,
+    timeout_s: float | None,
+    on_idle: Callable[[], None] | None,
+) -> Prelude:
+    data = _first_line(fd_in, timeout_s, on_idle)
     line, newline, rest = data.partition(b"\n")
     request = _initialize_request(line) if newline else None
     if request is None:

@@ -11,9 +11,12 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from pi_memory_bridge.backends.local import LocalBackend
 from pi_memory_bridge.embeddings import ModelHandle, ModelState, bundle, cache, disabled_handle, load_use
+from pi_memory_bridge.embeddings.prefix_table import PrefixTable, build_arrays
 from pi_memory_bridge.embeddings.use_model import UseEncoder
 
 SAMPLES = ["我讨厌魔法数字", "I hate magic numbers", "order_sync fails with ECONNRESET", "今天天气不错", " "]
@@ -107,7 +110,14 @@ def test_a_corrupt_cache_is_rebuilt_never_used(
 
 @pytest.mark.parametrize(
     "damage",
-    ["manifest-garbage", "manifest-missing", "tokenizer-truncated", "array-missing", "source-changed"],
+    [
+        "manifest-garbage",
+        "manifest-missing",
+        "tokenizer-truncated",
+        "array-missing",
+        "prefix-table-damaged",
+        "source-changed",
+    ],
 )
 def test_any_damage_to_the_cache_is_refused(
     tmp_path: Path, model_handle: ModelHandle, model_cache_root: Path, damage: str
@@ -125,6 +135,8 @@ def test_any_damage_to_the_cache_is_refused(
         (directory / cache.TOKENIZER_FILE).write_bytes(blob[: len(blob) // 2])
     elif damage == "array-missing":
         (directory / "a.proj_W.npy").unlink()
+    elif damage == "prefix-table-damaged":
+        _flip_byte(directory / "p.keys.npy", offset=5000)
     else:
         files = _copy_files(tmp_path / "wheel")  # same bytes, another file: not what was cached
     with pytest.raises(cache.CacheInvalid):
@@ -171,3 +183,40 @@ def test_copies_left_by_killed_writers_are_removed_and_live_ones_kept(tmp_path: 
     assert cache.remove_abandoned(root) == 2
     assert not any(d.exists() for d in abandoned)
     assert all(d.exists() for d in (*alive, *kept))
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.dictionaries(st.text(min_size=1, max_size=12), st.integers(0, 2**31 - 1), max_size=300),
+    st.lists(st.text(max_size=12), max_size=50),
+)
+def test_the_mapped_prefix_table_answers_as_the_dict_it_was_built_from(
+    prefixes: dict[str, int], others: list[str]
+) -> None:
+    table = PrefixTable(build_arrays(prefixes))
+    assert len(table) == len(prefixes)
+    for key in [*prefixes, *others, "\ud800"]:  # a lone surrogate is a miss, not an error
+        assert table.get(key) == prefixes.get(key)
+    assert table.to_dict() == prefixes
+
+
+def test_a_restored_encoder_embeds_as_a_fresh_one_before_and_after_bulk_preparation(
+    tmp_path: Path, model_handle: ModelHandle, model_cache_root: Path
+) -> None:
+    root = tmp_path / "cache"
+    directory = root / cache.cache_key(bundle.locate())
+    shutil.copytree(model_cache_root / directory.name, directory)
+    restored = load_use(root)
+    assert restored.source == "cache"
+    texts = [*SAMPLES, "deploy-staging 的 VPN ✓ \u00e9\u0301 ﬁ ＡＢＣ", "x" * 2000]
+    fresh = use_model_build_vectors(texts)
+    assert np.array_equal(restored.encoder.embed(texts), fresh)
+    restored.encoder.prepare_bulk()  # the worker's switch to the dict
+    assert np.array_equal(restored.encoder.embed(texts), fresh)
+
+
+def use_model_build_vectors(texts: list[str]) -> np.ndarray:
+    from pi_memory_bridge.embeddings import use_model
+
+    encoder, _state = use_model.build(bundle.locate())
+    return encoder.embed(texts)

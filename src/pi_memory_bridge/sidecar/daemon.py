@@ -25,7 +25,6 @@ import logging
 import os
 import signal
 import socket
-import stat
 import sys
 import time
 from collections.abc import Coroutine, Mapping
@@ -34,21 +33,43 @@ from pathlib import Path
 from typing import Any
 
 from pi_memory_bridge.config import data_dir, default_agent_dir
+from pi_memory_bridge.sidecar.daemon_start import (
+    LOCK_WAIT_S,
+    SOCKET_VAR,
+    SocketUnusable,
+    bind_socket,
+    check_private_dir,
+    take_lock,
+)
+from pi_memory_bridge.sidecar.daemon_start import serve as serve_socket
 from pi_memory_bridge.sidecar.logs import setup_logging
-from pi_memory_bridge.sidecar.serve import EXIT_WATCHDOG_S, ExitWatchdog, LazyEngine, build_endpoint
+from pi_memory_bridge.sidecar.quick_start import Prelude
+from pi_memory_bridge.sidecar.serve import (
+    EXIT_WATCHDOG_S,
+    ExitWatchdog,
+    LazyEngine,
+    Prefixed,
+    build_endpoint,
+)
 
 log = logging.getLogger(__name__)
 
-SOCKET_VAR = "PI_MEMORY_BRIDGE_SOCKET"
+__all__ = [
+    "LOCK_WAIT_S",
+    "SOCKET_VAR",
+    "SocketUnusable",
+    "bind_socket",
+    "check_private_dir",
+    "run",
+    "run_locked",
+    "stop_all",
+    "take_lock",
+]
+
 IDLE_VAR = "PI_MEMORY_BRIDGE_DAEMON_IDLE_S"
 DEFAULT_IDLE_S = 600.0
-LOCK_WAIT_S = 3.0  # a daemon on its way out holds the lock this long at most (its watchdog)
 DRAIN_S = 2.0  # a connection's requests in flight at `shutdown`, as the stdio sidecar gives them
 ENGINE_CLOSE_S = EXIT_WATCHDOG_S  # a connection's engine shutdown; the stdio sidecar's watchdog
-
-
-class SocketUnusable(Exception):
-    """The socket's folder is not private to this user: refuse to serve (the shim falls back)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,60 +85,6 @@ class DaemonSettings:
         except ValueError:
             idle = DEFAULT_IDLE_S
         return cls(Path(env[SOCKET_VAR]), max(0.1, idle))
-
-
-def check_private_dir(path: Path) -> None:
-    """The folder must be ours, a real directory and closed to everyone else (0700)."""
-    with contextlib.suppress(FileExistsError):
-        path.mkdir(mode=0o700, parents=False)
-    st = path.lstat()
-    if not stat.S_ISDIR(st.st_mode) or st.st_uid != os.getuid() or st.st_mode & 0o077:
-        raise SocketUnusable(f"{path} is not a private directory of this user (0700)")
-
-
-def _live(path: Path) -> bool:
-    probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    try:
-        probe.connect(str(path))
-        return True
-    except OSError:
-        return False
-    finally:
-        probe.close()
-
-
-def take_lock(socket_path: Path, wait_s: float = LOCK_WAIT_S) -> int | None:
-    """The lock's fd (held for the daemon's life), or None when another daemon serves the socket."""
-    fd = os.open(f"{socket_path}.lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
-    deadline = time.monotonic() + wait_s
-    while True:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            # the holder serves (then we are not needed) or is on its way out (then we take over)
-            if _live(socket_path) or time.monotonic() > deadline:
-                os.close(fd)
-                return None
-            time.sleep(0.05)
-            continue
-        os.ftruncate(fd, 0)
-        os.write(fd, f"{os.getpid()}\n".encode())
-        return fd
-
-
-def bind_socket(socket_path: Path) -> socket.socket:
-    """Bind under the lock: whatever is at the path is a dead daemon's socket, and goes."""
-    with contextlib.suppress(FileNotFoundError):
-        socket_path.unlink()
-    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    old = os.umask(0o177)  # the socket is created 0600: only this user can connect
-    try:
-        sock.bind(str(socket_path))
-    finally:
-        os.umask(old)
-    sock.listen(64)
-    sock.setblocking(False)
-    return sock
 
 
 class _Connections:
@@ -157,14 +124,19 @@ class _Connections:
 
 
 async def serve_connection(
-    reader: asyncio.StreamReader, writer: asyncio.StreamWriter, env: Mapping[str, str], log_file: Path | None
+    reader: asyncio.StreamReader,
+    writer: asyncio.StreamWriter,
+    env: Mapping[str, str],
+    log_file: Path | None,
+    prelude: Prelude | None = None,
 ) -> None:
-    """One Pi: the stdio sidecar's endpoint and engine, ended by its `shutdown` or its EOF."""
+    """One Pi: the stdio sidecar's endpoint and engine, ended by its `shutdown` or its EOF (with the
+    `prelude` of `daemon_start` for the first Pi's connection)."""
     engine = LazyEngine(env)
     engine.log_file = log_file
     stop = asyncio.Event()
-    rpc = build_endpoint(engine, stop)
-    serving = asyncio.create_task(rpc.serve(reader, writer))
+    rpc = build_endpoint(engine, stop, prelude=prelude)
+    serving = asyncio.create_task(rpc.serve(Prefixed(reader, prelude.unread if prelude else b""), writer))
     stopping = asyncio.create_task(stop.wait())
     try:
         await asyncio.wait({serving, stopping}, return_when=asyncio.FIRST_COMPLETED)
@@ -189,23 +161,32 @@ async def serve_connection(
         log.debug("connection closed")
 
 
-async def serve_daemon(settings: DaemonSettings, env: Mapping[str, str], lock_fd: int) -> int:
+async def serve_daemon(
+    settings: DaemonSettings,
+    env: Mapping[str, str],
+    lock_fd: int,
+    sock: socket.socket,
+    first: tuple[socket.socket, Prelude] | None = None,
+) -> int:
+    """Serve `sock` (bound under the lock by `daemon_start`), and `first`, the connection of the
+    Pi that spawned us, as accepted there."""
     log_file = setup_logging(
         data_dir(default_agent_dir(env)) / "logs", env.get("PI_MEMORY_BRIDGE_LOG_LEVEL", "info"), stderr=False
     )
-    sock = bind_socket(settings.socket_path)
     bound = settings.socket_path.stat().st_ino
     stop = asyncio.Event()
     conns = _Connections(settings.idle_s)
     handlers: set[asyncio.Task[None]] = set()
 
-    async def on_connect(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    async def on_connect(
+        reader: asyncio.StreamReader, writer: asyncio.StreamWriter, prelude: Prelude | None = None
+    ) -> None:
         conns.opened()
         task = asyncio.current_task()
         if task is not None:
             handlers.add(task)
         try:
-            await serve_connection(reader, writer, env, log_file)
+            await serve_connection(reader, writer, env, log_file, prelude)
         finally:
             if task is not None:
                 handlers.discard(task)
@@ -215,6 +196,11 @@ async def serve_daemon(settings: DaemonSettings, env: Mapping[str, str], lock_fd
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
     server = await asyncio.start_unix_server(on_connect, sock=sock, limit=2**16)
+    if first is not None:
+        conn, prelude = first
+        conn.setblocking(False)
+        reader, writer = await asyncio.open_unix_connection(sock=conn, limit=2**16)
+        asyncio.create_task(on_connect(reader, writer, prelude))  # noqa: RUF006 - it adds itself to `handlers`
     log.info("background sidecar serving %s (idle exit after %.0f s)", settings.socket_path, settings.idle_s)
     conns.arm()
     await _first(stop.wait(), conns.idle.wait())
@@ -286,17 +272,20 @@ def stop_all(env: Mapping[str, str], timeout_s: float = EXIT_WATCHDOG_S + 1) -> 
 
 
 def run(env: Mapping[str, str] | None = None) -> int:
-    environ = dict(os.environ if env is None else env)
-    settings = DaemonSettings.from_env(environ)
-    try:
-        check_private_dir(settings.socket_path.parent)
-        lock_fd = take_lock(settings.socket_path)
-    except (SocketUnusable, OSError) as exc:
-        print(f"pi-memory-bridge: cannot serve {settings.socket_path}: {exc}", file=sys.stderr)
-        return 2
-    if lock_fd is None:
-        return 0  # another daemon serves this socket: the shim connects to it
-    code = asyncio.run(serve_daemon(settings, environ, lock_fd))
+    """The background sidecar (`daemon_start.serve`, which `pi-memory-bridge serve` calls first)."""
+    return serve_socket(dict(os.environ if env is None else env))
+
+
+def run_locked(
+    settings: DaemonSettings,
+    env: Mapping[str, str],
+    lock_fd: int,
+    sock: socket.socket,
+    first: tuple[socket.socket, Prelude] | None = None,
+) -> int:
+    """Serve with the lock held and the socket bound (by `run`, or by `daemon_start` before the
+    heavy imports), then leave without the interpreter's teardown."""
+    code = asyncio.run(serve_daemon(settings, dict(env), lock_fd, sock, first))
     logging.shutdown()
     sys.stdout.flush()
     sys.stderr.flush()

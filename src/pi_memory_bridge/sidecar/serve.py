@@ -54,6 +54,7 @@ from pi_memory_bridge.sidecar.protocol import (
     TurnSettledParams,
     TurnSettledResult,
 )
+from pi_memory_bridge.sidecar.quick_start import Prelude, agent_dir_of, canonical, store_answer
 
 if TYPE_CHECKING:
     from pi_memory_bridge.engine.core import Engine
@@ -152,9 +153,41 @@ class LazyEngine:
         await self.stop()
 
 
+class Prefixed:
+    """A reader that first returns what was read before the endpoint existed (`quick_start`)."""
+
+    def __init__(self, reader: ByteReader, first: bytes) -> None:
+        self._reader = reader
+        self._first = first
+
+    async def read(self, n: int) -> bytes:
+        if self._first:
+            chunk, self._first = self._first[:n], self._first[n:]
+            return chunk
+        return await self._reader.read(n)
+
+
+def _remember(prelude: Prelude | None, p: InitializeParams, hs: Handshake) -> None:
+    """Store this handshake's answer for the next sidecar, when it answered the first line."""
+    if prelude is None or prelude.fingerprint is None or prelude.params is None:
+        return
+    key, prelude.fingerprint = prelude.fingerprint, None  # one handshake per process
+    agent_dir = agent_dir_of(prelude.params)
+    if agent_dir is not None and canonical(p.model_dump(by_alias=True, exclude_unset=True)) == canonical(
+        prelude.params
+    ):
+        store_answer(agent_dir, key, hs.result.model_dump(mode="json", by_alias=True))
+
+
 def build_endpoint(
-    engine: LazyEngine, stop: asyncio.Event, *, max_line_bytes: int = DEFAULT_MAX_LINE_BYTES
+    engine: LazyEngine,
+    stop: asyncio.Event,
+    *,
+    max_line_bytes: int = DEFAULT_MAX_LINE_BYTES,
+    prelude: Prelude | None = None,
 ) -> RpcEndpoint:
+    """The endpoint of one Pi. With a `prelude` whose `initialize` was already answered
+    (`quick_start`), the full handshake runs here, before any other request is read."""
     rpc = RpcEndpoint(max_line_bytes=max_line_bytes)
 
     async def notify_status(state: FooterState) -> None:
@@ -162,6 +195,11 @@ def build_endpoint(
 
     engine.notify = notify_status
     engine.peer = rpc  # learning asks the shim for completions (model/complete)
+
+    def begin(hs: Handshake) -> None:
+        rpc.initialized = True
+        start_early(hs.loaded)  # the embedding model loads beside the engine's start-up
+        engine.start(hs)
 
     @rpc.route("initialize", InitializeParams, before_init=True)
     async def initialize(p: InitializeParams) -> InitializeResult:
@@ -173,9 +211,8 @@ def build_endpoint(
                 "process (start a new sidecar for another agent dir, project or protocol)"
             )
         hs = handshake(p, engine.env)
-        rpc.initialized = True
-        start_early(hs.loaded)  # the embedding model loads beside the engine's start-up
-        engine.start(hs)
+        begin(hs)
+        _remember(prelude, p, hs)
         return hs.result
 
     @rpc.route("session/start", SessionParams)
@@ -221,20 +258,44 @@ def build_endpoint(
         stop.set()
         return ShutdownResult(drained=drained)
 
+    if prelude is not None and prelude.answered:
+        _adopt(prelude, engine.env, begin)
     return rpc
 
 
-async def serve_stdio() -> int:
+def _adopt(prelude: Prelude, env: Mapping[str, str], begin: Callable[[Handshake], None]) -> None:
+    """Run the handshake whose answer `quick_start` gave, and start the engine from it."""
+    assert prelude.params is not None and prelude.answer is not None and prelude.fingerprint is not None
+    agent_dir = agent_dir_of(prelude.params)
+    assert agent_dir is not None
+    try:
+        hs = handshake(InitializeParams.model_validate(prelude.params), env)
+    except Exception:
+        # cannot happen for params a full handshake accepted before; if it does, every call
+        # fails (the shim shows memory unavailable) and the next sidecar asks the long way
+        log.exception("the handshake answered from the stored answer fails now")
+        store_answer(agent_dir, prelude.fingerprint, None)
+        return
+    begin(hs)
+    real = hs.result.model_dump(mode="json", by_alias=True)
+    if real != prelude.answer:
+        # an input the fingerprint does not cover changed: the engine runs on the real config,
+        # its footer reaches the shim when it opens, and the next sidecar answers the real one
+        log.warning("the stored handshake answer was out of date; replaced")
+        store_answer(agent_dir, prelude.fingerprint, real)
+
+
+async def serve_stdio(prelude: Prelude | None = None) -> int:
     env = dict(os.environ)
     engine = LazyEngine(env)
     engine.log_file = setup_logging(
         data_dir(default_agent_dir(env)) / "logs", env.get("PI_MEMORY_BRIDGE_LOG_LEVEL", "info")
     )
     stop = asyncio.Event()
-    rpc = build_endpoint(engine, stop)
+    rpc = build_endpoint(engine, stop, prelude=prelude)
     watchdog = ExitWatchdog(EXIT_WATCHDOG_S)
     stdin, writer = await open_stdio()
-    reader = _EofWatch(stdin, watchdog.arm)
+    reader = _EofWatch(Prefixed(stdin, prelude.unread if prelude else b""), watchdog.arm)
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
@@ -255,8 +316,8 @@ async def serve_stdio() -> int:
     return 0
 
 
-def run() -> int:
-    code = asyncio.run(serve_stdio())
+def run(prelude: Prelude | None = None) -> int:
+    code = asyncio.run(serve_stdio(prelude))
     # The engine is closed and the logs are flushed: skip the interpreter's own teardown, tens of
     # ms of CPU per sidecar that nobody waits for (several exit at once when subagents finish).
     logging.shutdown()

@@ -140,6 +140,7 @@ class VectorWorker:
             rows = pending(conn, spec, BATCH)
         if not rows:
             return None
+        encoder.prepare_bulk()  # the tokenizer's fast table for many texts (once; here, not in a recall)
         vectors = encoder.embed([r.text for r in rows])
         with self._store.writing("storing vectors") as conn:
             return store_vectors(conn, spec, rows, vectors)

@@ -10,10 +10,15 @@ import json
 import os
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 import pytest
 
+from pi_memory_bridge.backends.base import MemoryBackend
+from pi_memory_bridge.backends.factory import open_backend
+from pi_memory_bridge.config import LoadedConfig
+from pi_memory_bridge.engine import backend_slot
 from pi_memory_bridge.engine.core import Engine
 from pi_memory_bridge.sidecar.handshake import handshake
 from pi_memory_bridge.sidecar.protocol import InitializeParams, RecallParams, TurnSettledParams
@@ -145,3 +150,30 @@ async def test_one_megabyte_prompt(agent_dir: Path) -> None:
     await seed(sidecar)
     outcome, block = await ask(sidecar, "讨厌 魔法数字 " * 90_000)
     assert outcome == "recalled" and block is not None and len(block) <= 12_000
+
+
+async def test_a_store_still_opening_gets_part_of_the_deadline(
+    agent_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A fresh `pi -p` on a loaded machine: the store opens after the start-up wait but within
+    the recall deadline, and the first recall still finds the memory (it used to answer
+    "unavailable" at once)."""
+    config = {"schemaVersion": 1, "recall": {"deadlineMs": 3000}}
+    (agent_dir / "memory-bridge" / "config.json").write_text(json.dumps(config), encoding="utf-8")
+    first = await start(agent_dir)
+    await seed(first)
+    await first.shutdown()
+    gate = threading.Event()
+
+    def slow_open(loaded: LoadedConfig, agent: Path) -> MemoryBackend:
+        gate.wait(30)
+        return open_backend(loaded, agent)
+
+    monkeypatch.setattr(backend_slot, "open_backend", slow_open)
+    sidecar = await asyncio.wait_for(start(agent_dir), timeout=30)
+    assert sidecar.slot.backend is None  # the start-up wait is over, the open still runs
+    asking = asyncio.create_task(ask(sidecar))
+    gate.set()
+    outcome, block = await asking
+    assert outcome == "recalled" and block is not None and "魔法数字" in block
+    await sidecar.shutdown()

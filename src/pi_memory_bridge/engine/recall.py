@@ -2,12 +2,18 @@
 
 from __future__ import annotations
 
+import time
+from dataclasses import replace
+
 from pi_memory_bridge.config import LoadedConfig
 from pi_memory_bridge.engine.backend_slot import BackendSlot
 from pi_memory_bridge.engine.footer import FooterModel
 from pi_memory_bridge.recall import Layer, RecallBudget, RecallOutcome, recall
 from pi_memory_bridge.recall.trace_log import TraceLog
 from pi_memory_bridge.sidecar.protocol import Footer, LayerReport, RecallParams, RecallResult
+
+# The share of the recall deadline a prompt waits for a store that is still opening.
+OPEN_WAIT_SHARE = 0.5
 
 
 def recall_budget(loaded: LoadedConfig) -> RecallBudget:
@@ -46,7 +52,15 @@ class Recall:
                 chars=0,
                 footer=Footer.of(self._status_line.turn_done()),
             )
-        backend = await self._slot.ensure(0)
+        budget = recall_budget(self._loaded)
+        started = time.monotonic()
+        # A store still opening (a fresh `pi -p` on a loaded machine) gets part of the deadline
+        # and the rest stays for the search: answering "unavailable" at once lost the first
+        # recall whenever the open took longer than the start-up wait.
+        backend = await self._slot.ensure(budget.deadline_ms * OPEN_WAIT_SHARE / 1000)
+        waited_ms = (time.monotonic() - started) * 1000
+        if waited_ms >= 1:
+            budget = replace(budget, deadline_ms=max(1, int(budget.deadline_ms - waited_ms)))
         if backend is None:
             return RecallResult(
                 block=None,
@@ -59,7 +73,7 @@ class Recall:
         outcome = await recall(
             backend,
             p.prompt,
-            recall_budget(self._loaded),
+            budget,
             live_user_timestamps=frozenset(p.live_user_timestamps),
             recorder=self.traces,
         )

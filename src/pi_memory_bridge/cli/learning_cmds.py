@@ -21,7 +21,7 @@ from pi_memory_bridge.backends.local import LocalBackend
 from pi_memory_bridge.backends.local.memories import LearnedMemories
 from pi_memory_bridge.commands.learning import UndoDeps, describe_job, undo_flow
 from pi_memory_bridge.config import LearningSettings, default_agent_dir, load_config
-from pi_memory_bridge.learning.consolidate import consolidate_once
+from pi_memory_bridge.learning.consolidate import JobOutcome, consolidate_once
 from pi_memory_bridge.learning.endpoint import EndpointModel
 from pi_memory_bridge.learning.engine import job_settings, similar_search
 from pi_memory_bridge.redact import redact_text
@@ -92,19 +92,16 @@ async def _enrich(
 ) -> bool:
     """Tags and questions for memories saved without them (as a learning run in Pi adds them);
     True when a job failed."""
-    from pi_memory_bridge.learning.enrich_job import enrich_once
+    from pi_memory_bridge.learning.enrich_job import enrich_backlog
 
-    for _ in range(jobs):
-        outcome = await enrich_once(memories, model, job_settings(settings))
-        if outcome.kind == "nothing":
-            return False
+    def report(outcome: JobOutcome) -> None:
         if outcome.summary is not None:
             print(describe_job(outcome.summary))
-        if outcome.kind != "applied":
+        if outcome.kind not in ("applied", "nothing"):
             why = outcome.reason.value if outcome.reason else outcome.kind
             print(f"stopped enriching: {why} {outcome.detail}".strip())
-            return True
-    return False
+
+    return not await enrich_backlog(memories, model, job_settings(settings), jobs=jobs, report=report)
 
 
 def consolidate(max_jobs: int = 50) -> int:

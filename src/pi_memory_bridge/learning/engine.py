@@ -218,7 +218,9 @@ class Learning:
         if captured <= 0 or self.memories is None:
             return
         if self.consent is None:
-            self._ask_once()
+            if not self._asked and self.has_ui and self._peer is not None:
+                self._asked = True  # asked once per session; print mode never asks
+                self._background.spawn(self._peer.notify("learning/consent", ConsentNeeded()))
         elif self.active:
             self._awaited += captured
             self._scheduler.turns_arrived(captured)
@@ -246,24 +248,13 @@ class Learning:
         memories, search = self.memories, self._search
         if not self.active or memories is None or self.model is None or search is None:
             return
+        from pi_memory_bridge.learning.enrich_job import enrich_backlog
+
         model = WorkingModel(self.model, self._working_changed)
         if await self._consolidate(memories, search, model):
-            await self._enrich(memories, model)
-
-    async def _enrich(self, memories: LearnedMemories, model: CompletionModel) -> None:
-        """Tags and questions for memories saved without them, a few bounded batches per run."""
-        from pi_memory_bridge.learning.enrich_job import enrich_once
-
-        for _ in range(MAX_ENRICH_JOBS_PER_RUN):
-            outcome = await enrich_once(memories, model, job_settings(self.settings))
-            if outcome.kind == "nothing":
-                self.dropped.update(outcome.dropped)
-                return
-            self._note(outcome)
-            if outcome.changed and self._vectors_changed is not None:
-                self._vectors_changed()  # question vectors, and the memory's own with its new tags
-            if outcome.kind != "applied":
-                return
+            # tags and questions for memories saved without them, a few bounded batches per run
+            settings = job_settings(self.settings)
+            await enrich_backlog(memories, model, settings, jobs=MAX_ENRICH_JOBS_PER_RUN, report=self._note)
 
     async def _consolidate(
         self, memories: LearnedMemories, search: SimilarSearch, model: CompletionModel
@@ -289,14 +280,19 @@ class Learning:
             self._awaited, self._retries = 0, 0
             self._note(outcome)
             if outcome.changed:
-                if self._vectors_changed is not None:
-                    self._vectors_changed()
                 await self.notes.regenerate()
             if outcome.kind != "applied":
                 return False
         return True
 
     def _note(self, outcome: JobOutcome) -> None:
+        """Keep a job's outcome for status, wake the vector worker for what it wrote (learned
+        memories are inserted beside `memories.save`, which would wake it), notify the user."""
+        if outcome.kind == "nothing":
+            self.dropped.update(outcome.dropped)
+            return
+        if outcome.changed and self._vectors_changed is not None:
+            self._vectors_changed()  # new memories, their questions, or a memory's new tags
         self.last = outcome
         self.outcomes[
             outcome.kind if outcome.reason is None else f"{outcome.kind}: {outcome.reason.value}"
@@ -308,12 +304,6 @@ class Learning:
             self._background.spawn(
                 self._peer.notify("notice", Notice.model_validate({"message": message, "level": level}))
             )
-
-    def _ask_once(self) -> None:
-        if self._asked or not self.has_ui or self._peer is None:
-            return
-        self._asked = True
-        self._background.spawn(self._peer.notify("learning/consent", ConsentNeeded()))
 
     def _record_project(self, memory_session_id: str) -> None:
         memories = self.memories

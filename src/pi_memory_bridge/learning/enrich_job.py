@@ -101,3 +101,23 @@ async def enrich_once(
         return JobOutcome("nothing", detail=left, dropped=planned.dropped)
     log.info("enrichment job %s: %d of %d memory(ies) enriched", summary.job_id, summary.enriched, len(rows))
     return JobOutcome("applied", summary, dropped=planned.dropped)
+
+
+async def enrich_backlog(
+    memories: LearnedMemories,
+    model: CompletionModel,
+    settings: JobSettings,
+    *,
+    jobs: int,
+    report: Callable[[JobOutcome], None],
+) -> bool:
+    """Up to `jobs` enrichment jobs, each outcome reported (the last one may be "nothing");
+    False when one failed or has to wait, which ends the run."""
+    for _ in range(jobs):
+        outcome = await enrich_once(memories, model, settings)
+        report(outcome)
+        if outcome.kind == "nothing":
+            return True
+        if outcome.kind != "applied":
+            return False
+    return True

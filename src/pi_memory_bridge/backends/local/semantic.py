@@ -261,7 +261,7 @@ class SemanticIndex:
                 return None
             return with_questions(text.get(rowid), best_question.get(rowid), weight)
 
-        covered = self._coverage(ATOMIC_INDEX, query, list(by_public.values()), self.l1_params)
+        covered = _coverage(self._rows, ATOMIC_INDEX, query, list(by_public.values()), self.l1_params)
         candidates = []
         for m in keyword:
             rowid = by_public.get(m.id)
@@ -323,7 +323,7 @@ class SemanticIndex:
             return None
         rowids = self._rows.rowids(spec.content_table, id_column, list(keyword))
         cosines = matrix.similarities(vector, list(rowids.values()))
-        covered = self._coverage(spec, query, list(rowids.values()), params)
+        covered = _coverage(self._rows, spec, query, list(rowids.values()), params)
         public = {rowid: key for key, rowid in rowids.items()}
         candidates = [
             Candidate(key, text, cosines.get(rowids.get(key, -1)), score, covered.get(rowids.get(key, -1)))
@@ -332,13 +332,14 @@ class SemanticIndex:
         candidates += [Candidate(_row_key(rowid), "", cos, None) for rowid, cos in top if rowid not in public]
         return fuse(candidates, query, params)
 
-    def _coverage(
-        self, spec: FtsSpec, query: str, rowids: list[int], params: FusionParams
-    ) -> dict[int, float]:
-        """Keyword hits' coverage of the query (embeddings.relevance), when the layer uses it."""
-        if params.min_coverage <= 0 or not rowids:
-            return {}
-        return self._rows.keyword_coverage(spec, query, rowids)
+
+def _coverage(
+    rows: StoreRows, spec: FtsSpec, query: str, rowids: list[int], params: FusionParams
+) -> dict[int, float]:
+    """Keyword hits' coverage of the query (embeddings.relevance), when the layer uses it."""
+    if params.min_coverage <= 0 or not rowids:
+        return {}
+    return rows.keyword_coverage(spec, query, rowids)
 
 
 def _wait_budget() -> float:

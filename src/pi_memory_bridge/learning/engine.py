@@ -59,7 +59,9 @@ LEFTOVER_DELAY_S = 10.0  # turns an earlier session left behind: picked up short
 class Peer(Protocol):
     """The shim, as the sidecar can reach it (the RPC endpoint)."""
 
-    async def request(self, method: str, params: BaseModel, timeout_s: float) -> Any: ...
+    async def request(self, method: str, params: BaseModel, timeout_s: float) -> object:
+        """The peer's JSON result, for the caller to validate (`ShimModel` does)."""
+        ...
 
     async def notify(self, method: str, params: BaseModel | dict[str, Any]) -> None: ...
 

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable
-from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
@@ -26,7 +25,7 @@ from pi_memory_bridge.sidecar.protocol import (
 # the pipe and Pi's own bookkeeping on top of the model's time
 SHIM_SLACK_S = 2.0
 
-Request = Callable[[str, BaseModel, float], Awaitable[Any]]
+Request = Callable[[str, BaseModel, float], Awaitable[object]]  # JSON, validated here
 
 
 class ShimModel:

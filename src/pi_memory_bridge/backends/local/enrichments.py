@@ -140,12 +140,6 @@ class MemoryEnrichment:
                 model=record.model,
                 input_tokens=record.input_tokens,
                 output_tokens=record.output_tokens,
-                turns=0,
-                added=0,
-                skipped=0,
-                superseded=0,
-                merged=0,
-                proposed=0,
                 enriched=enriched,
             )
             insert_job(conn, summary)

@@ -325,11 +325,6 @@ class JobWriter:
                 input_tokens=input_tokens,
                 output_tokens=output_tokens,
                 turns=len(turns),
-                added=0,
-                skipped=0,
-                superseded=0,
-                merged=0,
-                proposed=0,
             )
             insert_job(conn, summary)
         return summary

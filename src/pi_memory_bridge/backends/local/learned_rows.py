@@ -118,12 +118,13 @@ class JobSummary:
     model: str
     input_tokens: int
     output_tokens: int
-    turns: int
-    added: int
-    skipped: int
-    superseded: int
-    merged: int
-    proposed: int
+    # what a job did; a failed job, an enrichment or an accepted proposal did only some of it
+    turns: int = 0
+    added: int = 0
+    skipped: int = 0
+    superseded: int = 0
+    merged: int = 0
+    proposed: int = 0
     undone_at: datetime | None = None
     enriched: int = 0  # memories given tags and questions (an enrichment job, `enrichments`)
 

@@ -143,12 +143,7 @@ class ProposalReview:
                     model="",
                     input_tokens=0,
                     output_tokens=0,
-                    turns=0,
-                    added=0,
-                    skipped=0,
                     superseded=1,
-                    merged=0,
-                    proposed=0,
                 ),
             )
             conn.execute(

@@ -25,7 +25,13 @@ only the tags, `--enrichment none` neither (a memory saved by hand).
 
 `--sweep` prints the dev-split metrics over a grid of fusion parameters (what the defaults in
 embeddings/fusion.py were chosen from), then, for abstention, the lowest dev false-recall that
-floor / confidence-gate rules reach at each level of paraphrase recall.
+floor / confidence-gate rules reach at each level of paraphrase recall, and the same curve for
+each rule family of bench/_abstention.py (L1 alone: text cosine, question cosine, per-tag cosine,
+margin, their AND/OR, a logistic model over several at once, leave-one-out on dev).
+
+`--abstention` scores those rules, at the parameters chosen on dev, on dev, test and all:
+paraphrase R@5, identifier R@1, the other slices' R@5, abstention false recall of L1 and of both
+layers (L0 as it is now). Nothing in the product changes with it.
 """
 
 from __future__ import annotations
@@ -44,6 +50,9 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
+import _abstention as abst
 from pi_memory_bridge.backends.base import ConversationTurn
 from pi_memory_bridge.backends.local import LocalBackend
 from pi_memory_bridge.backends.local.learned_rows import JobOp, JobRecord, new_job_id
@@ -325,6 +334,7 @@ async def sweep(loaded: Loaded, cases: Sequence[dict[str, Any]], keyword_set: Ke
         semantic.l1_params, semantic.l0_params = L1_PARAMS, L0_PARAMS
     await relevance_sweep(loaded, cases, keyword_set)
     await abstention_rules(loaded, cases)
+    await abstention_curves(loaded, cases)
 
 
 async def relevance_sweep(loaded: Loaded, cases: Sequence[dict[str, Any]], keyword_set: KeywordSet) -> None:
@@ -424,10 +434,159 @@ async def abstention_rules(loaded: Loaded, cases: Sequence[dict[str, Any]]) -> N
             )
 
 
+# --- abstention in L1 alone: the rules of bench/_abstention.py ----------------------------------
+
+
+async def l1_evidence(loaded: Loaded, cases: Sequence[dict[str, Any]]) -> dict[str, abst.L1Evidence]:
+    """Per case, what L1 holds before a gate decides (no cut-off at all), and the cosines of its
+    best plain row: text vector, best question vector, and each tag embedded alone (what
+    write-time tag vectors would give; the store has none: embedded here, once)."""
+    semantic = loaded.backend.semantic
+    assert semantic is not None
+    encoder = semantic.handle.wait(600)
+    assert encoder is not None
+    with loaded.backend.store.reading("reading memories for the abstention rules") as conn:
+        atomic = {
+            str(mid): (int(rid), str(tags or ""))
+            for rid, mid, tags in conn.execute("SELECT id, memory_id, tags FROM atomic")
+        }
+        questions: dict[int, list[int]] = defaultdict(list)
+        for qid, rid in conn.execute("SELECT id, row_id FROM atomic_questions"):
+            questions[int(rid)].append(int(qid))
+    tag_vectors: dict[int, Any] = {}
+    semantic.l1_params = replace(L1_PARAMS, min_score=-5.0, layer_floor=None)
+    out: dict[str, abst.L1Evidence] = {}
+    try:
+        for c in cases:
+            hits = await loaded.backend.memories.search(c["query"], 30)
+            ids = [(loaded.reverse.get(m.id, m.id), m.id, m.score) for m in hits]
+            plain = [(k, s) for k, _, s in ids if s < L1_PARAMS.identifier_boost]
+            identifiers = tuple(k for k, _, s in ids if s >= L1_PARAMS.identifier_boost)
+            text = question = tag = -1.0
+            top = next((sid for _, sid, s in ids if s < L1_PARAMS.identifier_boost), None)
+            if top is not None:
+                vector = encoder.embed_one(c["query"])
+                rowid, tags = atomic[top]
+                text = semantic.atomic.similarities(vector, [rowid]).get(rowid, -1.0)
+                question = max(
+                    semantic.questions.similarities(vector, questions[rowid]).values(), default=-1.0
+                )
+                if rowid not in tag_vectors:
+                    tag_vectors[rowid] = encoder.embed([t for t in tags.split("\n") if t.strip()])
+                if len(tag_vectors[rowid]):
+                    tag = float(np.max(tag_vectors[rowid] @ vector))
+            out[c["id"]] = abst.L1Evidence(c["id"], tuple(plain), identifiers, text, question, tag)
+    finally:
+        semantic.l1_params = L1_PARAMS
+    return out
+
+
+async def abstention_cases(loaded: Loaded, cases: Sequence[dict[str, Any]]) -> dict[str, abst.Case]:
+    out = {}
+    for c in cases:
+        l0 = await loaded.backend.conversation.search(c["query"], L0_LIMIT)
+        out[c["id"]] = abst.Case(c["slice"], tuple(c["gold"]), tuple(h.turn_id for h in l0))
+    return out
+
+
+def _rule_line(name: str, scores: Sequence[abst.RuleScores]) -> str:
+    cells = "  |  ".join(
+        f"{s.paraphrase_r5:.2f} {s.identifier_r1:.2f} {s.other_r5:.2f} {s.false_l1:.2f} {s.false_all:.2f}"
+        for s in scores
+    )
+    return f"  {name:<52} {cells}"
+
+
+async def abstention_table(loaded: Loaded, cases: Sequence[dict[str, Any]]) -> None:
+    """Each rule of bench/_abstention.py at its dev-chosen parameters, on dev, test and all."""
+    evidence = await l1_evidence(loaded, cases)
+    labelled = await abstention_cases(loaded, cases)
+    split = {c["id"]: c["split"] for c in cases}
+    parts = {
+        name: {k: v for k, v in labelled.items() if name == "all" or split[k] == name}
+        for name in ("dev", "test", "all")
+    }
+    print(
+        "abstention in L1: rules chosen on dev (per split: para R@5, ident R@1, other R@5, "
+        "false recall L1, false recall L1+L0)"
+    )
+    print(f"  {'rule':<52} {'dev':<26}  |  {'test':<26}  |  all")
+    for name, gate in abst.RULES:
+        print(
+            _rule_line(
+                name,
+                [abst.score_rule(p, evidence, gate, L1_PARAMS.min_score, L1_LIMIT) for p in parts.values()],
+            )
+        )
+    dev_cases = parts["dev"]
+    dev_evidence = {k: evidence[k] for k in dev_cases}
+    for features, cut in abst.LOGISTIC_RULES:
+        # dev: each training case scored by a model fitted without it; test by the one fitted on dev
+        ids, labels, weights = abst.training_rows(dev_cases, dev_evidence)
+        model = abst.fit_logistic(features, [evidence[i] for i in ids], labels, weights, abst.L2)
+        p = {k: model.probability(e) for k, e in evidence.items()}
+        p.update(abst.leave_one_out(dev_cases, dev_evidence, features))
+        coef = " ".join(f"{f} {b:+.2f}" for f, b in zip(features, model.beta, strict=False))
+        gate = abst.probability_gate(p, cut)
+        print(
+            _rule_line(
+                f"logistic({', '.join(features)}) p >= {cut}",
+                [
+                    abst.score_rule(part, evidence, gate, L1_PARAMS.min_score, L1_LIMIT)
+                    for part in parts.values()
+                ],
+            )
+            + f"   [{coef}; dev leave-one-out]"
+        )
+    abstention_bound(labelled, evidence)
+
+
+def abstention_bound(labelled: dict[str, abst.Case], evidence: dict[str, abst.L1Evidence]) -> None:
+    """Each family tuned on every case, test included: not a result, the most a rule of that
+    family could do on this set (at no paraphrase loss, 0.86, and at one or two lost)."""
+    print("abstention in L1, upper bound: each family tuned on ALL cases (in-sample, not a result)")
+    for family, members in abst.FAMILIES.items():
+        for level, params, s in abst.frontier(
+            labelled, evidence, members, L1_PARAMS.min_score, L1_LIMIT, levels=(0.86, 0.84, 0.82)
+        ):
+            print(
+                f"  {family:<32} para >= {level:.2f}: ({params}) para {s.paraphrase_r5:.2f} "
+                f"false L1 {s.false_l1:.2f} L1+L0 {s.false_all:.2f}"
+            )
+
+
+async def abstention_curves(loaded: Loaded, cases: Sequence[dict[str, Any]]) -> None:
+    """Dev split: per rule family, the lowest L1 false recall at each paraphrase R@5 level."""
+    evidence = await l1_evidence(loaded, cases)
+    labelled = await abstention_cases(loaded, cases)
+    print("abstention in L1 (dev split): lowest L1 false recall per paraphrase R@5 level, per rule family")
+    for family, members in abst.FAMILIES.items():
+        for level, params, s in abst.frontier(labelled, evidence, members, L1_PARAMS.min_score, L1_LIMIT):
+            print(
+                f"  {family:<32} para >= {level:.2f}: ({params}) para {s.paraphrase_r5:.2f} "
+                f"ident {s.identifier_r1:.2f} other {s.other_r5:.2f} false L1 {s.false_l1:.2f} "
+                f"L1+L0 {s.false_all:.2f}"
+            )
+    for features, _ in abst.LOGISTIC_RULES:
+        p = abst.leave_one_out(labelled, evidence, features)
+        members = [(f"p >= {cut}", abst.probability_gate(p, cut)) for cut in (0.1, 0.2, 0.3, 0.4, 0.5, 0.6)]
+        for level, params, s in abst.frontier(labelled, evidence, members, L1_PARAMS.min_score, L1_LIMIT):
+            print(
+                f"  logistic({', '.join(features)}), leave-one-out, para >= {level:.2f}: ({params}) "
+                f"para {s.paraphrase_r5:.2f} ident {s.identifier_r1:.2f} other {s.other_r5:.2f} "
+                f"false L1 {s.false_l1:.2f} L1+L0 {s.false_all:.2f}"
+            )
+
+
 async def main(argv: Sequence[str]) -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--split", choices=("dev", "test", "all"), default="all")
     ap.add_argument("--sweep", action="store_true")
+    ap.add_argument(
+        "--abstention",
+        action="store_true",
+        help="score the L1 abstention rules (bench/_abstention.py) on dev and test",
+    )
     ap.add_argument(
         "--enrichment",
         choices=ENRICHMENTS,
@@ -450,6 +609,8 @@ async def main(argv: Sequence[str]) -> None:
         keyword_set = KeywordSet(Path(tmp) / "keyword-set", handle)
         if a.sweep:
             await sweep(loaded, [c for c in cases if c["split"] == "dev"], keyword_set)
+        if a.abstention:
+            await abstention_table(loaded, [c for c in _json(SET / "cases.json")["cases"]])
         print(f"fusion: L1 {L1_PARAMS}, L0 {L0_PARAMS}")
         for split in ("dev", "test", "all") if a.split == "all" else (a.split,):
             chosen = [c for c in cases if split == "all" or c["split"] == split]

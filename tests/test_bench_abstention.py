@@ -64,3 +64,10 @@ def test_the_logistic_model_separates_a_separable_set(abst: ModuleType) -> None:
     model = abst.fit_logistic(("text",), rows, labels, [1.0] * 10, 0.1)
     assert model.probability(rows[0]) < 0.2 < 0.8 < model.probability(rows[9])
     assert model.beta[0] > 0
+
+
+def test_second_model_rules_stay_closed_without_the_model(abst: ModuleType) -> None:
+    gate = dict(abst.RULES)["second model (e5) >= 0.805 (0.90)"]
+    without = _evidence(abst, "x", 0.9, 0.9)  # second model not installed: NaN
+    assert not gate(without)
+    assert gate(abst.L1Evidence("x", (("m1", 0.3),), (), 0.1, 0.1, 0.1, 0.81))

@@ -255,6 +255,16 @@ class NoteStore(Protocol):
 
 
 @runtime_checkable
+class NoteWriter(Protocol):
+    """Notes of a backend whose L2 notes and L3 profile are files we may write (the local store's
+    `backend.notes`); a backend's notes without these methods are read-only to the commands."""
+
+    def write_scenario(self, path: str, content: str) -> ScenarioEntry: ...
+
+    def write_profile(self, content: str) -> None: ...
+
+
+@runtime_checkable
 class MemoryBackend(Protocol):
     """What recall, capture delivery and the commands need from a memory store.
 

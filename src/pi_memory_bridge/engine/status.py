@@ -116,17 +116,19 @@ class Status:
 
     async def _embeddings_status(self) -> tuple[str, str]:
         """The details line and the sentence of search by meaning ("" for a backend without it)."""
-        status_of = getattr(self._slot.backend, "semantic_status", None)  # the local backend's
-        if not callable(status_of):
+        from pi_memory_bridge.backends.local import LocalBackend  # open already when it is the one
+
+        backend = self._slot.backend
+        if not isinstance(backend, LocalBackend):
             return "", ""
-        status = await asyncio.to_thread(status_of)
+        status = await asyncio.to_thread(backend.semantic_status)
         if status is None:
             return "", ""
         left = None
         if status.turns is not None and status.atomic is not None:
             left = (status.turns.total - status.turns.done) + (status.atomic.total - status.atomic.done)
-        words = describe_embeddings(str(status.state), status.reason, left)
-        return str(status.describe()), words
+        words = describe_embeddings(status.state.value, status.reason, left)
+        return status.describe(), words
 
     async def _backend_status(self, problems: list[Problem]) -> tuple[bool, str, dict[str, int]]:
         """(ok, detail, counts) of the backend; what is wrong goes into `problems`."""

@@ -20,8 +20,9 @@ def _clean(text: str) -> str:
 
 
 def _semantic(backend: MemoryBackend) -> dict[str, Any] | None:
-    status_of = getattr(backend, "semantic_status", None)  # the local backend's
-    status = status_of() if callable(status_of) else None
+    from pi_memory_bridge.backends.local import LocalBackend  # open already when it is the one
+
+    status = backend.semantic_status() if isinstance(backend, LocalBackend) else None
     if status is None:
         return None
     vectors = None

@@ -1,7 +1,7 @@
 """A memory saved by hand in a live sidecar (`/tdai-memory-remember`, the model's save tool, an
-accepted proposal) gets its tags and questions from a debounced learning run soon after, through
-the same scheduler as the other triggers; never while learning is off. Real engine and SQLite
-store; the model is scripted."""
+accepted proposal, a text corrected in `/tdai-memory`) gets its tags and questions from a
+debounced learning run soon after, through the same scheduler as the other triggers; never while
+learning is off. Real engine and SQLite store; the model is scripted."""
 
 from __future__ import annotations
 
@@ -16,6 +16,7 @@ import pytest
 
 from learning_helpers import ScriptedModel, decide, enrich, extract, run, turn
 from pi_memory_bridge.backends.local import LocalBackend
+from pi_memory_bridge.commands.memory_flow import EDIT
 from pi_memory_bridge.commands.review import USE_PROPOSED
 from pi_memory_bridge.config import global_config_path
 from pi_memory_bridge.engine.core import Engine
@@ -138,6 +139,28 @@ async def test_a_memory_taken_from_an_accepted_proposal_is_enriched_soon_after(e
     [call] = model.calls
     assert call.task == "enrich" and new in call.user and old not in call.user
     assert _questions(engine) == {new: ["Which database do we use?"]}
+
+
+async def test_a_memory_corrected_in_the_memory_view_is_enriched_again_soon_after(engine: Engine) -> None:
+    backend = engine.slot.backend
+    assert isinstance(backend, LocalBackend)
+    await backend.memories.save("The team deploys with Helm", "fact", "user")
+    edited = "The team deploys with Argo CD"
+    model = ScriptedModel(enrich(("m1", ["deployment", "部署"], ["How do we ship to production?"])))
+    _learning_on(engine, model)
+    step = await engine.command_run(CommandRunParams(name="memory", args="Helm", has_ui=True))
+    for answer in (lambda options: options[0], lambda _options: EDIT, lambda _options: edited):
+        assert step.kind in ("select", "editor") and step.flow_id is not None, step
+        step = await engine.command_answer(
+            CommandAnswerParams(flow_id=step.flow_id, answer=answer(step.options))
+        )
+    assert step.kind == "select" and step.flow_id is not None and "edited" in step.message
+    done = await engine.command_answer(CommandAnswerParams(flow_id=step.flow_id, answer=None))
+    assert done.kind == "done" and "1 change(s) made." in done.message
+    await _settled(engine)
+    [call] = model.calls
+    assert call.task == "enrich" and edited in call.user
+    assert _questions(engine) == {edited: ["How do we ship to production?"]}
 
 
 async def test_no_run_and_nothing_sent_while_learning_is_off(tmp_path: Path) -> None:

@@ -79,7 +79,7 @@ class CommandFlows:
 
     def _memory_flow(self, p: CommandRunParams) -> Flow:
         deps = self._forget_deps()
-        return lambda dialog: memory_flow(deps, p.args, dialog)
+        return lambda dialog: memory_flow(deps, p.args, dialog, saved=self._learning.memory_saved)
 
     def _status_flow(self, p: CommandRunParams) -> Flow:
         async def flow(_dialog: Dialog) -> Outcome:

@@ -235,8 +235,9 @@ class Learning:
 
     def memory_saved(self) -> None:
         """A memory was saved by hand (`/tdai-memory-remember`, the model's save tool, an accepted
-        proposal): a debounced run enriches it. Never waits; nothing happens while learning is
-        off (no consent, no model, no store); a spent budget defers the run's jobs unasked."""
+        proposal, a text corrected in `/tdai-memory`): a debounced run enriches it. Never waits;
+        nothing happens while learning is off (no consent, no model, no store); a spent budget
+        defers the run's jobs unasked."""
         if not self.active:
             return
         delay = min(SAVE_DELAY_S, float(self.settings.idle_seconds))

@@ -106,7 +106,7 @@ async def test_a_remembered_memory_is_enriched_by_a_run_soon_after(engine: Engin
 async def test_a_burst_of_saves_gives_one_run_that_enriches_them_all(engine: Engine) -> None:
     model = ScriptedModel(enrich(("m1", ["deployment"], ["How do we ship?"]), ("m2", *MAGIC_CUES)))
     _learning_on(engine, model)
-    runs = engine.learning._scheduler.runs
+    runs = engine.learning.runs
     await _remember(engine, MAGIC)
     await asyncio.sleep(0.3)
     saved = await engine.tool_call(ToolCallParams(name="tdai_memory_save", arguments={"content": HELM}))
@@ -114,7 +114,7 @@ async def test_a_burst_of_saves_gives_one_run_that_enriches_them_all(engine: Eng
     await asyncio.sleep(0.3)
     await _remember(engine, MAGIC)  # already remembered: nothing new, no trigger of its own
     await _settled(engine)
-    assert engine.learning._scheduler.runs == runs + 1
+    assert engine.learning.runs == runs + 1
     assert [c.task for c in model.calls] == ["enrich"]  # one call for both memories
     assert _questions(engine) == {HELM: ["How do we ship?"], MAGIC: MAGIC_CUES[1]}
 
@@ -170,11 +170,11 @@ async def test_no_run_and_nothing_sent_while_learning_is_off(tmp_path: Path) -> 
             model = ScriptedModel()
             engine.learning.model = model
             assert not engine.learning.active
-            runs = engine.learning._scheduler.runs
+            runs = engine.learning.runs
             await _remember(engine, MAGIC)
             await engine.tool_call(ToolCallParams(name="tdai_memory_save", arguments={"content": HELM}))
             await _settled(engine)
-            assert engine.learning._scheduler.runs == runs and model.calls == []
+            assert engine.learning.runs == runs and model.calls == []
             assert _questions(engine) == {}
         finally:
             await engine.shutdown()
@@ -182,10 +182,10 @@ async def test_no_run_and_nothing_sent_while_learning_is_off(tmp_path: Path) -> 
 
 async def test_without_a_model_a_save_schedules_nothing(engine: Engine) -> None:
     engine.learning.model = None  # no endpoint and no shim to run the user's model
-    runs = engine.learning._scheduler.runs
+    runs = engine.learning.runs
     await _remember(engine, MAGIC)
     await _settled(engine)
-    assert engine.learning._scheduler.runs == runs and _questions(engine) == {}
+    assert engine.learning.runs == runs and _questions(engine) == {}
 
 
 async def test_a_spent_budget_defers_the_run_without_a_model_call(tmp_path: Path) -> None:

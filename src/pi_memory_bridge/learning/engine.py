@@ -212,6 +212,11 @@ class Learning:
         self.on_working()
 
     @property
+    def runs(self) -> int:
+        """Learning runs finished in this sidecar (whatever started them)."""
+        return self._scheduler.runs
+
+    @property
     def active(self) -> bool:
         return self.consent is True and self.memories is not None and self.model is not None
 

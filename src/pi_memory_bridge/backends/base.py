@@ -29,6 +29,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 if TYPE_CHECKING:
+    from pi_memory_bridge.backends.local.semantic import SemanticStatus
     from pi_memory_bridge.backends.skills import SkillServer
 
 
@@ -262,6 +263,15 @@ class NoteWriter(Protocol):
     def write_scenario(self, path: str, content: str) -> ScenarioEntry: ...
 
     def write_profile(self, content: str) -> None: ...
+
+
+@runtime_checkable
+class SearchesByMeaning(Protocol):
+    """A backend with search by meaning of its own (the local store): the state of its embedding
+    model and vectors, for status and `search --json`. Not part of `MemoryBackend`, so checking
+    for it imports no backend's code."""
+
+    def semantic_status(self) -> SemanticStatus | None: ...
 
 
 @runtime_checkable

@@ -6,7 +6,7 @@ import asyncio
 from pathlib import Path
 
 from pi_memory_bridge._version import PROTOCOL_VERSION, __version__
-from pi_memory_bridge.backends.base import BackendError
+from pi_memory_bridge.backends.base import BackendError, SearchesByMeaning
 from pi_memory_bridge.commands.outbox_ops import describe_counts
 from pi_memory_bridge.commands.status import (
     Problem,
@@ -116,10 +116,8 @@ class Status:
 
     async def _embeddings_status(self) -> tuple[str, str]:
         """The details line and the sentence of search by meaning ("" for a backend without it)."""
-        from pi_memory_bridge.backends.local import LocalBackend  # open already when it is the one
-
         backend = self._slot.backend
-        if not isinstance(backend, LocalBackend):
+        if not isinstance(backend, SearchesByMeaning):
             return "", ""
         status = await asyncio.to_thread(backend.semantic_status)
         if status is None:

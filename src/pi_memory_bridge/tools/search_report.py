@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from pi_memory_bridge.backends.base import AtomicMemory, ConversationHit, MemoryBackend
+from pi_memory_bridge.backends.base import AtomicMemory, ConversationHit, MemoryBackend, SearchesByMeaning
 from pi_memory_bridge.redact import redact_text
 
 
@@ -20,9 +20,7 @@ def _clean(text: str) -> str:
 
 
 def _semantic(backend: MemoryBackend) -> dict[str, Any] | None:
-    from pi_memory_bridge.backends.local import LocalBackend  # open already when it is the one
-
-    status = backend.semantic_status() if isinstance(backend, LocalBackend) else None
+    status = backend.semantic_status() if isinstance(backend, SearchesByMeaning) else None
     if status is None:
         return None
     vectors = None

@@ -5,7 +5,9 @@ supersedes it) and starts the inspector with `/tdai-memory-ui`. In the page: the
 Undo asks first (what is deleted, what comes back, with counts), then reports per memory; the
 store holds the MySQL memory again and the next recall in Pi injects it instead of PostgreSQL. A
 second tab that still shows the same question confirms afterwards: the page says the job is
-already undone and nothing changes. Screenshots go to e2e/out/inspector/undo-<pi>/ (not committed).
+already undone and nothing changes. A memory remembered in Pi gets its topics and questions from
+an enrichment job; the page shows them per memory (hostile text inert), and undo takes just them
+away. Screenshots go to e2e/out/inspector/undo-<pi>/ and enrichment-<pi>/ (not committed).
 """
 
 from __future__ import annotations
@@ -143,4 +145,59 @@ def test_undo_of_a_learning_job_in_the_page(pi_env: PiEnv, fake_model: FakeModel
     assert "undone" in page.inner_text(f"#job-{superseding}")
     shots.take(page, "learning-after")
     context.close()
+    _stop_inspector_left_running(pi_env, base)
+
+
+DANA = "Dana reviews every database migration <b>before</b> it is merged."
+DANA_TAGS = ["database migrations", "<script>window.__pwned = 1</script>"]
+DANA_QUESTIONS = [
+    "Who must approve a schema change?",
+    '改表结构要谁批准？<img src=x onerror="window.__pwned = 2">',
+]
+
+
+def test_an_enrichment_job_shows_what_it_added_and_undo_takes_just_that(
+    pi_env: PiEnv, fake_model: FakeModel, browser: Browser
+) -> None:
+    use_bridge(pi_env, config={"learning": FAST})
+    enrichment = {"memories": [{"id": "m1", "tags": DANA_TAGS, "questions": DANA_QUESTIONS}]}
+    fake_model.script_consolidation("enrich", enrichment)
+    rpc = pi_env.start_rpc(extensions=[SHIM], dialogs=ScriptedDialogs())
+    rpc.prompt_and_settle(f"/tdai-memory-remember {DANA}")  # the save alone asks for a learning run
+    rpc.wait_until(lambda: any(j["enriched"] for j in _jobs(pi_env)), timeout=45, interval=0.2)
+    [job] = [j["job_id"] for j in _jobs(pi_env) if j["enriched"]]
+    url = _inspector_url(rpc)
+    assert rpc.close() == 0
+    base = url.split("/?", 1)[0]
+    shots = Shots(f"enrichment-{pi_env.install.label}")
+    page = browser.new_context(viewport=DESKTOP).new_page()
+    page.goto(url)
+    page.goto(f"{base}/learning")
+    row = page.inner_text(f"#job-{job}")
+    assert "gave 1 memory you saved topics and questions to be found by" in row
+    assert f"[L1 preference] {DANA}" in row  # stored text shown as text, tags and all
+    assert f"Topics added: database migrations, {DANA_TAGS[1]}" in row
+    assert DANA_QUESTIONS[0] in row and DANA_QUESTIONS[1] in row
+    assert page.locator(f"#job-{job} ul.added-questions li").count() == 2
+    assert page.locator(f"#job-{job} b, #job-{job} img, #job-{job} script").count() == 0
+    assert page.evaluate("window.__pwned") is None
+    shots.take(page, "learning-enrichment")
+
+    page.click(f"#job-{job} button:has-text('Undo…')")
+    preview = page.inner_text("main")
+    assert "1 memory will lose the topics and questions this job added" in preview
+    assert DANA in preview and DANA_QUESTIONS[0] in preview and "will be deleted" not in preview
+    assert len(_rows(pi_env, "SELECT 1 FROM atomic_questions")) == 2  # asked, not done
+    shots.take(page, "confirm-undo-enrichment")
+    page.click("button:has-text('Undo the job')")
+    report = page.inner_text("ul.report-lines")
+    assert f"undid job {job}" in report and "FAILED" not in report
+    assert f"took away 2 tags, 2 questions from [L1 preference] {DANA}" in report
+    shots.take(page, "report-undo-enrichment")
+    assert _rows(pi_env, "SELECT 1 FROM atomic_questions") == []
+    assert [(r["content"], r["tags"]) for r in _rows(pi_env, "SELECT content, tags FROM atomic")] == [
+        (DANA, "")
+    ]
+    assert page.evaluate("window.__pwned") is None
+    page.context.close()
     _stop_inspector_left_running(pi_env, base)

@@ -209,6 +209,36 @@ def test_a_hand_saved_memory_is_enriched_by_learning_and_then_recalled_in_other_
     assert _question_vectors(pi_env) == 0
 
 
+def test_a_memory_remembered_mid_session_is_enriched_and_found_in_other_words_in_that_session(
+    pi_env: PiEnv, fake_model: FakeModel
+) -> None:
+    memory = "Dana reviews every database migration before it is merged."
+    asked = "Who has to sign off on schema changes?"  # no word of the memory or its tags
+    tags = ["database migrations", "code review", "数据库迁移"]
+    questions = ["Who must approve a change to the database schema?", "改数据库表结构要谁批准？"]
+    log = data_dir(pi_env) / "logs" / "sidecar.log"
+    use_bridge(pi_env, config={"learning": FAST})
+    fake_model.script_consolidation("extract", {"memories": []})
+    fake_model.script_consolidation(
+        "enrich", {"memories": [{"id": "m1", "tags": tags, "questions": questions}]}
+    )
+    rpc = pi_env.start_rpc(extensions=[SHIM])
+    rpc.prompt_and_settle("Let us start on the release notes.")
+    learned(rpc, pi_env, 1)  # that turn's run is over: no run is due any more
+    rpc.wait_until(lambda: _model_loads(log) >= 1, timeout=60)
+    rpc.prompt_and_settle(f"/tdai-memory-remember {memory}")
+    # the save alone asks for a run: enriched without another turn
+    rpc.wait_until(lambda: any(j["enriched"] == 1 for j in jobs(pi_env)), timeout=30, interval=0.2)
+    [request] = fake_model.consolidation_requests("enrich")
+    assert f"[m1] (preference) {memory}" in request.all_text
+    rpc.wait_until(lambda: _question_vectors(pi_env) == 2 and _atomic_vectors(pi_env) == 1, timeout=60)
+    fake_model.script(TextReply("ok"))
+    rpc.prompt_and_settle(asked)
+    assert memory in l1_section(recalled(fake_model))
+    assert rpc.close() == 0
+    assert fake_model.consolidation_unscripted == []
+
+
 def _supersede_mysql(env: PiEnv, fake: FakeModel) -> None:
     fake.script_consolidation("extract", extract(("fact", "The project uses MySQL as its database.")))
     fake.script_consolidation(

@@ -29,6 +29,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 if TYPE_CHECKING:
+    from pi_memory_bridge.backends.local.semantic import SemanticStatus
     from pi_memory_bridge.backends.skills import SkillServer
 
 
@@ -252,6 +253,25 @@ class NoteStore(Protocol):
     async def read_scenario(self, path: str) -> ScenarioNote: ...
 
     async def read_profile(self) -> Profile | None: ...
+
+
+@runtime_checkable
+class NoteWriter(Protocol):
+    """Notes of a backend whose L2 notes and L3 profile are files we may write (the local store's
+    `backend.notes`); a backend's notes without these methods are read-only to the commands."""
+
+    def write_scenario(self, path: str, content: str) -> ScenarioEntry: ...
+
+    def write_profile(self, content: str) -> None: ...
+
+
+@runtime_checkable
+class SearchesByMeaning(Protocol):
+    """A backend with search by meaning of its own (the local store): the state of its embedding
+    model and vectors, for status and `search --json`. Not part of `MemoryBackend`, so checking
+    for it imports no backend's code."""
+
+    def semantic_status(self) -> SemanticStatus | None: ...
 
 
 @runtime_checkable

@@ -85,7 +85,8 @@ def _preview(memories: LearnedMemories, job: JobSummary) -> _UndoPreview:
     restores = len({t for op in changing for t in op.targets})
     enriched = memories.enrichment.enriched_by(job.job_id)
     aids = [
-        f"  * {_line(e.text)}\n      added: {len(e.tags)} tag(s), {e.questions} question(s)" for e in enriched
+        f"  * {_line(e.text)}\n      added: {len(e.tags)} tag(s), {len(e.questions)} question(s)"
+        for e in enriched
     ]
     return _UndoPreview(
         "\n".join([f"job {describe_job(job)}", *describe_ops(ops, texts), *aids]),

@@ -9,25 +9,15 @@ from __future__ import annotations
 
 import asyncio
 from dataclasses import dataclass
-from typing import Protocol, runtime_checkable
 
 from pydantic import ValidationError
 
-from pi_memory_bridge.backends.base import BackendError, Capability, MemoryBackend, ScenarioEntry
+from pi_memory_bridge.backends.base import BackendError, Capability, MemoryBackend, NoteWriter
 from pi_memory_bridge.backends.local.notes import MAX_NOTE_BYTES
 from pi_memory_bridge.redact import redact_text
 from pi_memory_bridge.tools.memory import SaveArgs
 
 PREVIEW_CHARS = 140
-
-
-@runtime_checkable
-class NoteWriter(Protocol):
-    """Notes of a backend whose L2 notes and L3 profile are files we may write (the local store)."""
-
-    def write_scenario(self, path: str, content: str) -> ScenarioEntry: ...
-
-    def write_profile(self, content: str) -> None: ...
 
 
 @dataclass(frozen=True, slots=True)

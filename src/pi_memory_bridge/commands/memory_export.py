@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Final, Literal, Protocol, runtime_checkable
+from typing import Final, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
@@ -23,7 +23,7 @@ from pi_memory_bridge.backends.base import (
     Capability,
     ConversationTurn,
     MemoryBackend,
-    ScenarioEntry,
+    NoteWriter,
 )
 from pi_memory_bridge.commands import memory_view as view
 from pi_memory_bridge.commands.memory_view import MemoryItem
@@ -177,15 +177,6 @@ def export_markdown(export: ExportFile) -> str:
         lines += [f"### {turn.created_at[:16].replace('T', ' ')} `{turn.id}`", ""]
         lines += [f"**You:** {turn.user.strip()}", "", f"**Pi:** {turn.assistant.strip()}", ""]
     return "\n".join(lines).rstrip() + "\n"
-
-
-@runtime_checkable
-class NoteWriter(Protocol):
-    """Notes of a backend whose L2 notes and L3 profile are files we may write (the local store)."""
-
-    def write_scenario(self, path: str, content: str) -> ScenarioEntry: ...
-
-    def write_profile(self, content: str) -> None: ...
 
 
 @dataclass

@@ -9,7 +9,7 @@ and changes nothing.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from pi_memory_bridge.backends.base import BackendError, Capability, MemoryBackend
 from pi_memory_bridge.commands import memory_view as view
@@ -123,7 +123,10 @@ async def _headless(backend: MemoryBackend, query: str) -> str:
     ])  # fmt: skip
 
 
-async def memory_flow(deps: ForgetDeps, args: str, dialog: Dialog) -> Outcome:
+async def memory_flow(
+    deps: ForgetDeps, args: str, dialog: Dialog, *, saved: Callable[[], None] = lambda: None
+) -> Outcome:
+    """`saved` is told of each memory whose text was corrected (its questions went with the old text)."""
     backend = deps.backend
     if backend is None:
         return Outcome(f"Memory is unavailable: {deps.backend_problem}", "error")
@@ -131,13 +134,15 @@ async def memory_flow(deps: ForgetDeps, args: str, dialog: Dialog) -> Outcome:
     try:
         if not dialog.has_ui:
             return Outcome(await _headless(backend, query))
-        changed = await _browse(deps, backend, dialog, query)
+        changed = await _browse(deps, backend, dialog, query, saved)
     except BackendError as exc:
         return Outcome(f"Memory could not be read: {redact_text(str(exc)).text}", "error")
     return Outcome(f"{changed} change(s) made." if changed else "")
 
 
-async def _browse(deps: ForgetDeps, backend: MemoryBackend, dialog: Dialog, query: str) -> int:
+async def _browse(
+    deps: ForgetDeps, backend: MemoryBackend, dialog: Dialog, query: str, saved: Callable[[], None]
+) -> int:
     """Three screens, the menu, a list, an item, until the user closes (or dismisses) one; the
     number of changes made."""
     screen = "list" if query else "menu"
@@ -196,7 +201,9 @@ async def _browse(deps: ForgetDeps, backend: MemoryBackend, dialog: Dialog, quer
                         continue
                     updated, note = await edit_item(backend, current, text)
                     if updated is not None:
-                        changed += updated is not current
+                        if updated is not current:
+                            changed += 1
+                            saved()
                         items = [updated if i.ref == current.ref else i for i in items]
                         current = updated
                 elif picked == FORGET:

@@ -9,6 +9,7 @@ later (the first choice, so nothing changes by default), keep yours, or take the
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from pi_memory_bridge.backends.base import BackendError
@@ -48,7 +49,7 @@ KEEP_MINE = "Keep my memory (dismiss the proposal)"
 USE_PROPOSED = "Replace it with the proposed text (undo can reverse this)"
 
 
-async def _answer_one(review: ProposalReview, p: Proposal, dialog: Dialog) -> str:
+async def _answer_one(review: ProposalReview, p: Proposal, dialog: Dialog, saved: Callable[[], None]) -> str:
     try:
         choice = await dialog.select(
             f"Proposal #{p.proposal_id}: what should memory keep?",
@@ -59,7 +60,9 @@ async def _answer_one(review: ProposalReview, p: Proposal, dialog: Dialog) -> st
         return f"#{p.proposal_id} left for later"
     try:
         if choice == USE_PROPOSED:
-            return describe_accepted(await asyncio.to_thread(review.accept, p.proposal_id))
+            accepted = await asyncio.to_thread(review.accept, p.proposal_id)
+            saved()  # the memory written is the user's: learning may give it tags and questions
+            return describe_accepted(accepted)
         if choice == KEEP_MINE:
             await asyncio.to_thread(review.dismiss, p.proposal_id)
             return f"proposal #{p.proposal_id} dismissed: your saved memory stays as it is"
@@ -68,9 +71,15 @@ async def _answer_one(review: ProposalReview, p: Proposal, dialog: Dialog) -> st
     return f"#{p.proposal_id} left for later"
 
 
-async def review_flow(review: ProposalReview | None, problem: str, dialog: Dialog) -> Outcome:
+async def review_flow(
+    review: ProposalReview | None,
+    problem: str,
+    dialog: Dialog,
+    *,
+    saved: Callable[[], None] = lambda: None,
+) -> Outcome:
     """List the pending proposals; with a dialog, go through them one at a time (nothing changes
-    unless an answer is chosen for that proposal)."""
+    unless an answer is chosen for that proposal). `saved` is told of each memory accepted."""
     if review is None:
         return Outcome(f"no proposals to review: {problem}", "warning")
     try:
@@ -86,5 +95,5 @@ async def review_flow(review: ProposalReview | None, problem: str, dialog: Dialo
         )
     lines: list[str] = []
     for p in pending:
-        lines.append(await _answer_one(review, p, dialog))
+        lines.append(await _answer_one(review, p, dialog, saved))
     return Outcome("\n".join(lines))

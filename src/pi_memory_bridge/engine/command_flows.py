@@ -45,6 +45,7 @@ class CommandFlows:
         self._status = status
         self._cwd = cwd
         self._env = env
+        self._learning = learning
         self.table: dict[str, FlowFactory] = {
             "status": self._status_flow,
             "remember": self._remember_flow,
@@ -61,7 +62,10 @@ class CommandFlows:
             "learning": lambda p: learning_command(learning, p.args),
             "review": lambda _p: (
                 lambda dialog: review_flow(
-                    learning.proposals, learning.problem or "the memory store is not open", dialog
+                    learning.proposals,
+                    learning.problem or "the memory store is not open",
+                    dialog,
+                    saved=learning.memory_saved,
                 )
             ),
         }
@@ -75,7 +79,7 @@ class CommandFlows:
 
     def _memory_flow(self, p: CommandRunParams) -> Flow:
         deps = self._forget_deps()
-        return lambda dialog: memory_flow(deps, p.args, dialog)
+        return lambda dialog: memory_flow(deps, p.args, dialog, saved=self._learning.memory_saved)
 
     def _status_flow(self, p: CommandRunParams) -> Flow:
         async def flow(_dialog: Dialog) -> Outcome:
@@ -158,9 +162,13 @@ class CommandFlows:
             if backend is None:
                 return Outcome(f"cannot remember: {self._slot.problem()}", "error")
             try:
-                reply, _ = await memory_save(backend, {"content": text, "type": "preference"}, source="user")
+                reply, details = await memory_save(
+                    backend, {"content": text, "type": "preference"}, source="user"
+                )
             except ToolFailure as exc:
                 return Outcome(str(exc), "error")
+            if details.get("created"):
+                self._learning.memory_saved()  # its tags and questions soon, when learning is on
             return Outcome(reply)
 
         return flow

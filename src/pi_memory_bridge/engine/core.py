@@ -85,6 +85,7 @@ class Engine:
         self._capture = Capture(loaded, self.slot, self.sessions, self._skill_capture, self.status_line)
         self._capture.on_captured = self.learning.turns_settled
         self._tools = Tools(loaded, self.slot)
+        self._tools.on_saved = self.learning.memory_saved
         self._status = Status(
             loaded, self.slot, self.sessions, self._recall, self._capture.stats, log_file, self.learning
         )

@@ -6,7 +6,7 @@ import asyncio
 from pathlib import Path
 
 from pi_memory_bridge._version import PROTOCOL_VERSION, __version__
-from pi_memory_bridge.backends.base import BackendError
+from pi_memory_bridge.backends.base import BackendError, SearchesByMeaning
 from pi_memory_bridge.commands.outbox_ops import describe_counts
 from pi_memory_bridge.commands.status import (
     Problem,
@@ -116,17 +116,17 @@ class Status:
 
     async def _embeddings_status(self) -> tuple[str, str]:
         """The details line and the sentence of search by meaning ("" for a backend without it)."""
-        status_of = getattr(self._slot.backend, "semantic_status", None)  # the local backend's
-        if not callable(status_of):
+        backend = self._slot.backend
+        if not isinstance(backend, SearchesByMeaning):
             return "", ""
-        status = await asyncio.to_thread(status_of)
+        status = await asyncio.to_thread(backend.semantic_status)
         if status is None:
             return "", ""
         left = None
         if status.turns is not None and status.atomic is not None:
             left = (status.turns.total - status.turns.done) + (status.atomic.total - status.atomic.done)
-        words = describe_embeddings(str(status.state), status.reason, left)
-        return str(status.describe()), words
+        words = describe_embeddings(status.state.value, status.reason, left)
+        return status.describe(), words
 
     async def _backend_status(self, problems: list[Problem]) -> tuple[bool, str, dict[str, int]]:
         """(ok, detail, counts) of the backend; what is wrong goes into `problems`."""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from pi_memory_bridge.backends.base import MemoryBackend
@@ -22,6 +23,7 @@ class Tools:
     def __init__(self, loaded: LoadedConfig, slot: BackendSlot) -> None:
         self._loaded = loaded
         self._slot = slot
+        self.on_saved: Callable[[], None] = lambda: None  # told when the model saved a new memory
 
     async def call(self, p: ToolCallParams) -> ToolCallResult:
         backend = await self._slot.ensure(0)
@@ -38,6 +40,8 @@ class Tools:
                 text, details = await conversation_search(backend, p.arguments)
             elif p.name == "tdai_memory_save":
                 text, details = await memory_save(backend, p.arguments, source="model")
+                if details.get("created"):
+                    self.on_saved()
             else:
                 text, details = await self._skill_tool(backend, p)
         except ToolFailure as exc:

@@ -1,10 +1,11 @@
 """Consolidation inside the sidecar: whether it may run, on which model, when, and what it says.
 
-The sidecar calls in at a few points (backend opened, session started, turns captured, Pi about
-to compact, shutdown) and none of them waits for a job: jobs run in the background through the
-scheduler, one at a time, and report a one-line notice when they changed something. After the
-consolidation jobs of a run, up to `MAX_ENRICH_JOBS_PER_RUN` enrichment jobs give memories saved
-without them (by hand, say) topic tags and the questions they answer (`enrich_job`).
+The sidecar calls in at a few points (backend opened, session started, turns captured, a memory
+saved by hand, Pi about to compact, shutdown) and none of them waits for a job: jobs run in the
+background through the scheduler, one at a time, and report a one-line notice when they changed
+something. After the consolidation jobs of a run, up to `MAX_ENRICH_JOBS_PER_RUN` enrichment jobs
+give memories saved without them (by hand, say) topic tags and the questions they answer
+(`enrich_job`); a hand save asks for such a run a few seconds later (`memory_saved`).
 
 It only runs with the user's consent (`learning.enabled`): unset means never asked, and an
 interactive session asks once (the shim runs the `learning` command's question when told to);
@@ -54,6 +55,11 @@ MAX_ENRICH_JOBS_PER_RUN = 2  # after consolidation: enriching a backlog never cr
 OUTBOX_RETRY_S = 2.0
 OUTBOX_RETRIES = 5
 LEFTOVER_DELAY_S = 10.0  # turns an earlier session left behind: picked up shortly after start
+# A memory saved by hand gets its tags and questions soon, so that asking for it in other words
+# a little later in the same session finds it: a run this long after the last save of a burst
+# (never longer than the idle pause after turns), and at the latest SAVE_WITHIN_S after the first.
+SAVE_DELAY_S = 3.0
+SAVE_WITHIN_S = 15.0
 
 
 class Peer(Protocol):
@@ -206,6 +212,11 @@ class Learning:
         self.on_working()
 
     @property
+    def runs(self) -> int:
+        """Learning runs finished in this sidecar (whatever started them)."""
+        return self._scheduler.runs
+
+    @property
     def active(self) -> bool:
         return self.consent is True and self.memories is not None and self.model is not None
 
@@ -226,6 +237,16 @@ class Learning:
         elif self.active:
             self._awaited += captured
             self._scheduler.turns_arrived(captured)
+
+    def memory_saved(self) -> None:
+        """A memory was saved by hand (`/tdai-memory-remember`, the model's save tool, an accepted
+        proposal, a text corrected in `/tdai-memory`): a debounced run enriches it. Never waits;
+        nothing happens while learning is off (no consent, no model, no store); a spent budget
+        defers the run's jobs unasked."""
+        if not self.active:
+            return
+        delay = min(SAVE_DELAY_S, float(self.settings.idle_seconds))
+        self._scheduler.soon(delay, within_s=SAVE_WITHIN_S)
 
     def trigger(self, reason: str) -> LearningTriggerResult:
         if not self.active:

@@ -1,8 +1,11 @@
 """When consolidation runs: after the conversation has been idle for a while, at once every N
-turns, or when asked (Pi is about to compact); one run at a time, always in the background.
+turns, shortly after a burst of hand saves, or when asked (Pi is about to compact); one run at a
+time, always in the background.
 
-Nothing here is awaited by a Pi hook: `turns_arrived` and `kick` only set timers and flags. A run
-asked for while one is going starts right after it (once, however often it was asked).
+Nothing here is awaited by a Pi hook: `turns_arrived`, `soon` and `kick` only set timers and
+flags. A run asked for while one is going starts right after it (once, however often it was
+asked). The idle timer and the save timer are apart, so turns arriving never postpone the run a
+save asked for, and a run started by either covers what both were waiting for.
 """
 
 from __future__ import annotations
@@ -24,7 +27,9 @@ class JobScheduler:
         self._due = asyncio.Event()
         self._quiet = asyncio.Event()  # set while no run is due or going
         self._quiet.set()
-        self._timer: asyncio.TimerHandle | None = None
+        self._timer: asyncio.TimerHandle | None = None  # idle after turns, or a delayed kick
+        self._soon: asyncio.TimerHandle | None = None  # after a burst of saves
+        self._soon_by: float | None = None  # the latest the burst's run may start (loop time)
         self._worker: asyncio.Task[None] | None = None
         self._closed = False
         self.running = False
@@ -40,6 +45,19 @@ class JobScheduler:
             return
         self._arm(self._idle_s)
 
+    def soon(self, delay_s: float, *, within_s: float) -> None:
+        """Run once `delay_s` passed without another call (a burst gives one run), and at the
+        latest `within_s` after the burst's first call, however long it goes on."""
+        if self._closed:
+            return
+        loop = asyncio.get_running_loop()
+        now = loop.time()
+        if self._soon_by is None:
+            self._soon_by = now + within_s
+        if self._soon is not None:
+            self._soon.cancel()
+        self._soon = loop.call_at(min(now + delay_s, self._soon_by), self.kick)
+
     def kick(self, delay_s: float = 0.0) -> None:
         """Run as soon as possible (after the run in progress, if any)."""
         if self._closed:
@@ -48,6 +66,7 @@ class JobScheduler:
             self._arm(delay_s)
             return
         self._disarm()
+        self._disarm_soon()
         self._since_last = 0
         self._quiet.clear()
         self._due.set()
@@ -61,6 +80,12 @@ class JobScheduler:
         if self._timer is not None:
             self._timer.cancel()
             self._timer = None
+
+    def _disarm_soon(self) -> None:
+        if self._soon is not None:
+            self._soon.cancel()
+            self._soon = None
+        self._soon_by = None
 
     def _ensure_worker(self) -> None:
         if self._worker is None or self._worker.done():
@@ -92,6 +117,7 @@ class JobScheduler:
         behind the watermark; a job writes in one transaction, so nothing is left half-done)."""
         self._closed = True
         self._disarm()
+        self._disarm_soon()
         self._due.set()
         self._quiet.set()
         if self._worker is not None and not self._worker.done():

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from pi_memory_bridge.backends.base import AtomicMemory, ConversationHit, MemoryBackend
+from pi_memory_bridge.backends.base import AtomicMemory, ConversationHit, MemoryBackend, SearchesByMeaning
 from pi_memory_bridge.redact import redact_text
 
 
@@ -20,8 +20,7 @@ def _clean(text: str) -> str:
 
 
 def _semantic(backend: MemoryBackend) -> dict[str, Any] | None:
-    status_of = getattr(backend, "semantic_status", None)  # the local backend's
-    status = status_of() if callable(status_of) else None
+    status = backend.semantic_status() if isinstance(backend, SearchesByMeaning) else None
     if status is None:
         return None
     vectors = None

@@ -1,11 +1,11 @@
-"""Undo of a consolidation job from the learning page, through `/tdai-memory-undo`'s own flow.
+"""Undo of a learning job from the learning page, through `/tdai-memory-undo`'s own flow.
 
 The page does not undo anything itself: it drives `undo_flow` (the flow behind the command and
 `pi-memory-bridge undo`), answering its question with the same "Yes" a user picks in Pi, so the
 refusals (not applied, already undone, a later job builds on it) and the undo are the command's.
 What the page adds is a preview as a list (which learned memories go, which replaced ones come
-back) read from the job's recorded decisions, and a per-item report checked against the store
-after the flow answered.
+back, which memories lose the tags and questions an enrichment job gave them) read from the job's
+records, and a per-item report checked against the store after the flow answered.
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ from pi_memory_bridge.backends.local.memories import LearnedMemories
 from pi_memory_bridge.commands.dialog import Cancelled, Outcome
 from pi_memory_bridge.commands.learning import UNDO, UndoDeps, undo_flow
 from pi_memory_bridge.redact import redact_text
+from pi_memory_bridge.ui.job_additions import Addition, additions
 
 JOB_LIST = 30
 
@@ -31,6 +32,7 @@ def _count(n: int, one: str, many: str) -> str:
 @dataclass(frozen=True, slots=True)
 class JobLine:
     job: JobSummary
+    additions: tuple[Addition, ...] = ()  # an enrichment job's tags and questions, per memory
 
     @property
     def can_undo(self) -> bool:
@@ -42,6 +44,11 @@ class JobLine:
         job = self.job
         if job.state in ("failed", "dropped"):
             return job.reason or job.state
+        if job.enriched and not job.turns:
+            return (
+                f"gave {_count(job.enriched, 'memory', 'memories')} you saved topics and questions "
+                "to be found by"
+            )
         parts = [
             _count(job.added, "memory added", "memories added") if job.added else "",
             _count(job.superseded, "memory replaced by a newer one", "memories replaced by newer ones")
@@ -79,6 +86,7 @@ class UndoPlan:
     job: JobSummary | None = None
     remove: tuple[UndoItem, ...] = ()  # memories the job wrote: deleted
     restore: tuple[UndoItem, ...] = ()  # memories it replaced: current again
+    unenrich: tuple[Addition, ...] = ()  # memories an enrichment job gave tags and questions: they go
     built_on: int = 0  # of `remove`, replaced since by a later job: the undo will be refused
     refusal: str = ""
 
@@ -106,6 +114,7 @@ def _plan(memories: LearnedMemories, job: JobSummary) -> UndoPlan:
         job=job,
         remove=tuple(_item(r) for r in remove),
         restore=tuple(_item(r) for r in restore),
+        unenrich=additions(memories, job.job_id),
         built_on=sum(1 for r in remove if r.superseded_by is not None),
     )
 
@@ -150,8 +159,13 @@ class JobUndo:
         return await undo_flow(UndoDeps(self.memories, changed=on_change), job_id, dialog)
 
     async def jobs(self) -> list[JobLine]:
-        jobs = await asyncio.to_thread(self.memories.ledger.jobs, JOB_LIST)
-        return [JobLine(j) for j in jobs]
+        return await asyncio.to_thread(self._job_lines)
+
+    def _job_lines(self) -> list[JobLine]:
+        return [
+            JobLine(j, additions(self.memories, j.job_id) if j.enriched and j.state == "applied" else ())
+            for j in self.memories.ledger.jobs(JOB_LIST)
+        ]
 
     async def plan(self, job_id: str) -> UndoPlan:
         """The preview: the command's first answer decides whether there is anything to undo."""
@@ -184,6 +198,13 @@ class JobUndo:
         for item in plan.restore:
             back = item.memory_id in now and now[item.memory_id].active
             lines.append(f"{'restored' if back else 'FAILED  not restored:'} {item.shown}")
+        if plan.unenrich:
+            kept = {a.memory_id for a in await asyncio.to_thread(additions, self.memories, plan.job_id)}
+            for added in plan.unenrich:
+                if added.memory_id in kept:
+                    lines.append(f"FAILED  still has what the job added: {added.shown}")
+                else:
+                    lines.append(f"took away {added.counted} from {added.shown}")
         return UndoResult(tuple(lines), changed=True)
 
 

@@ -113,8 +113,8 @@ class LocalBackend:
         except BackendError as exc:
             ok = False
             problems.append(str(exc))
-        if self.semantic is not None:
-            semantic = self.semantic.status()
+        semantic = self.semantic_status()
+        if semantic is not None:
             if semantic.turns is not None and semantic.atomic is not None:
                 counts.update(
                     vectors_done=semantic.turns.done + semantic.atomic.done,

@@ -67,12 +67,13 @@ class EnrichRecord:
 
 @dataclass(frozen=True, slots=True)
 class Enriched:
-    """What a job added to one memory, for the undo preview."""
+    """What a job added to one memory (the undo preview, the inspector's job view)."""
 
     memory_id: str
+    kind: str
     text: str
-    tags: tuple[str, ...]
-    questions: int
+    tags: tuple[str, ...]  # the tags it added (a tag the memory had already is not counted)
+    questions: tuple[str, ...]  # the questions it wrote, in the order they were stored
 
 
 def _tokens(text: str, tags: str) -> str:
@@ -200,13 +201,20 @@ class MemoryEnrichment:
         """What a job added, memory by memory (memories forgotten since are left out)."""
         with self._store.connection("reading an enrichment job") as conn:
             rows = conn.execute(
-                "SELECT e.memory_id, a.content, e.tags_added, "
-                "(SELECT count(*) FROM atomic_questions q WHERE q.row_id = a.id AND q.job_id = e.job_id) "
+                "SELECT a.id, e.memory_id, a.type, a.content, e.tags_added "
                 "FROM learning_enrichments e JOIN atomic a ON a.memory_id = e.memory_id "
                 "WHERE e.job_id = ? ORDER BY a.id",
                 (job_id,),
             ).fetchall()
-        return [Enriched(str(m), str(t), tuple(_lines(str(tags))), int(n)) for m, t, tags, n in rows]
+            asked: dict[int, list[str]] = {}
+            for row_id, text in conn.execute(
+                "SELECT row_id, text FROM atomic_questions WHERE job_id = ? ORDER BY id", (job_id,)
+            ):
+                asked.setdefault(int(row_id), []).append(str(text))
+        return [
+            Enriched(str(m), str(kind), str(t), tuple(_lines(str(tags))), tuple(asked.get(int(rowid), ())))
+            for rowid, m, kind, t, tags in rows
+        ]
 
 
 def undo_enrichment(conn: sqlite3.Connection, job_id: str) -> list[str]:

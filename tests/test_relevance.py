@@ -13,9 +13,7 @@ import pytest
 
 from pi_memory_bridge import textsearch
 from pi_memory_bridge.backends.base import ConversationTurn
-from pi_memory_bridge.backends.local import LocalBackend
-from pi_memory_bridge.backends.local.schema import TURNS_INDEX
-from pi_memory_bridge.backends.local.semantic_rows import StoreRows
+from pi_memory_bridge.backends.local import LocalBackend, fts
 from pi_memory_bridge.embeddings import ModelHandle
 from pi_memory_bridge.embeddings.fusion import L0_PARAMS, Candidate, FusionParams, fuse
 from pi_memory_bridge.embeddings.relevance import coverage, layer_is_relevant, term_weights
@@ -149,16 +147,15 @@ async def test_recall_drops_turns_sharing_one_word_but_finds_what_covers_the_que
         assert [h.turn_id for h in await backend.conversation.search("retention.ms", 4)] == ["t-kafka"]
         # the coverage read back from the stored token columns is the one the tokenizer gives
         with backend.store.reading("test") as conn:
-            row = int(
-                conn.execute("SELECT id FROM turns WHERE turn_id = ?", (lures[0].turn_id,)).fetchone()[0]
-            )
             documents = int(conn.execute("SELECT max(id) FROM turns").fetchone()[0])
-        stored = StoreRows(backend.store).keyword_coverage(TURNS_INDEX, question, [row])
+        weighed = backend.store.conversation.keyword_hits(question, 4, fts.POSTINGS_BUDGET, weigh=True)
+        assert [k.hit for k in weighed] == lures
+        stored = weighed[0].coverage
         df, _ = _df([f"{t.user_text} {t.assistant_text}" for t in [*_background(), *mine]])
         weights = term_weights(textsearch.query_terms(question), df, documents)
         tokens = set(textsearch.index_tokens(f"{lures[0].user_text} {lures[0].assistant_text}"))
-        assert stored[row] == pytest.approx(coverage(weights, tokens))
-        assert 0 < stored[row] < L0_PARAMS.min_coverage
+        assert stored == pytest.approx(coverage(weights, tokens))
+        assert stored is not None and 0 < stored < L0_PARAMS.min_coverage
         backend.semantic.l0_params = replace(L0_PARAMS, min_coverage=0.0)  # the rule off: lures again
         assert {h.turn_id for h in await backend.conversation.search(question, 4)} <= {
             h.turn_id for h in lures

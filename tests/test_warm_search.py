@@ -10,6 +10,7 @@ import pytest
 
 from pi_memory_bridge.backends.base import ConversationHit, ConversationTurn
 from pi_memory_bridge.backends.local import LocalBackend
+from pi_memory_bridge.backends.local.keyword_hits import KeywordHit
 from pi_memory_bridge.embeddings import ModelHandle
 from waiting import wait_until
 
@@ -26,13 +27,15 @@ async def test_the_keyword_search_runs_while_the_query_is_being_embedded(
     semantic = backend.semantic
     assert semantic is not None
     searched = threading.Event()
-    real = backend.store.conversation.search
+    real = backend.store.conversation.keyword_hits
 
-    def recording(query: str, limit: int, postings_budget: int) -> list[ConversationHit]:
+    def recording(
+        query: str, limit: int, postings_budget: int, *, weigh: bool
+    ) -> list[KeywordHit[ConversationHit]]:
         searched.set()
-        return real(query, limit, postings_budget)
+        return real(query, limit, postings_budget, weigh=weigh)
 
-    monkeypatch.setattr(backend.store.conversation, "search", recording)
+    monkeypatch.setattr(backend.store.conversation, "keyword_hits", recording)
     found: list[list[ConversationHit] | None] = []
     with semantic._query_lock:  # the embedding of the query cannot start
         search = threading.Thread(target=lambda: found.append(semantic.search_conversation("zanzibar?", 4)))

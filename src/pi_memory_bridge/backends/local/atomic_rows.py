@@ -20,6 +20,7 @@ from pi_memory_bridge.backends.base import (
     SaveResult,
 )
 from pi_memory_bridge.backends.local import fts
+from pi_memory_bridge.backends.local.keyword_hits import KeywordHit, QueryWeights, token_stream_sql
 from pi_memory_bridge.backends.local.memory_schema import origin_for_source
 from pi_memory_bridge.backends.local.row_values import (
     MAX_LIMIT,
@@ -139,10 +140,18 @@ class AtomicRows:
     def search(
         self, query: str, limit: int, type: str | None = None, postings_budget: int = fts.POSTINGS_BUDGET
     ) -> list[AtomicMemory]:
+        return [found.hit for found in self.keyword_hits(query, limit, type, postings_budget, weigh=False)]
+
+    def keyword_hits(
+        self, query: str, limit: int, type: str | None, postings_budget: int, *, weigh: bool
+    ) -> list[KeywordHit[AtomicMemory]]:
+        """`search`'s hits with their row ids and, if `weigh`, their coverage of the query, in
+        the same read (a hybrid search's keyword candidates)."""
         kind = _atomic_type(type) if type is not None else None
         limit = min(limit, MAX_LIMIT)
         if limit <= 0:
             return []
+        tokens = token_stream_sql(ATOMIC_INDEX) if weigh else "''"
         with self._store.reading("searching atomic memories") as conn:
             plan = fts.plan_query(conn, ATOMIC_INDEX, query, postings_budget)
             if plan is None:
@@ -152,14 +161,22 @@ class AtomicRows:
             if kind is not None:
                 params += (kind.value,)
             rows = conn.execute(
-                f"SELECT {ATOMIC_COLUMNS}, atomic_fts.rank FROM atomic_fts "
+                f"SELECT atomic.id, {ATOMIC_COLUMNS}, {tokens}, atomic_fts.rank FROM atomic_fts "
                 "JOIN atomic ON atomic.id = atomic_fts.rowid "
                 "WHERE atomic_fts MATCH ? AND atomic_fts.rowid > ? AND atomic.valid_to IS NULL "
                 f"{type_filter} "
                 "ORDER BY atomic_fts.rank LIMIT ?",
                 (*params, limit),
             ).fetchall()
-        return [replace(atomic_row(row[:-1]), score=-float(row[-1])) for row in rows]
+            weights = QueryWeights(conn, ATOMIC_INDEX, plan) if weigh else None
+        return [
+            KeywordHit(
+                replace(atomic_row(row[1:-2]), score=-float(row[-1])),
+                int(row[0]),
+                weights.coverage(str(row[-2])) if weights is not None else None,
+            )
+            for row in rows
+        ]
 
     def delete(self, ids: Sequence[str]) -> DeleteReport:
         return delete_without_trace(self._store, ids, ATOMIC_INDEX, "memory_id", "deleting atomic memories")

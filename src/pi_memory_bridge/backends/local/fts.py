@@ -43,7 +43,7 @@ from __future__ import annotations
 import math
 import sqlite3
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from pi_memory_bridge import textsearch
@@ -100,6 +100,10 @@ class QueryPlan:
     match: str  # the FTS5 MATCH expression
     terms: tuple[str, ...]
     min_rowid: int | None  # search only rows above this id (newest window), or everything
+    # every term the plan chose from, and the document frequencies it read for them (a term
+    # absent from `df` occurs nowhere): what weighing a hit's coverage of the query needs
+    candidates: tuple[str, ...]
+    df: Mapping[str, int]
 
 
 def distinct_terms(token_strings: Iterable[str]) -> set[str]:
@@ -169,7 +173,13 @@ def plan_query(
         if max_id is not None:
             window = math.ceil(max_id * budget / postings)
             min_rowid = max(0, max_id - window)
-    return QueryPlan(match=" OR ".join(_quote(t) for t in kept), terms=tuple(kept), min_rowid=min_rowid)
+    return QueryPlan(
+        match=" OR ".join(_quote(t) for t in kept),
+        terms=tuple(kept),
+        min_rowid=min_rowid,
+        candidates=tuple(candidates),
+        df=df,
+    )
 
 
 def recount_document_frequencies(conn: sqlite3.Connection, spec: FtsSpec) -> None:

@@ -21,8 +21,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
 
 from pi_memory_bridge.backends.base import AtomicMemory, BackendError, ConversationHit
-from pi_memory_bridge.backends.local.fts import CANDIDATE_POSTINGS_BUDGET, FtsSpec
-from pi_memory_bridge.backends.local.schema import ATOMIC_INDEX, TURNS_INDEX
+from pi_memory_bridge.backends.local.fts import CANDIDATE_POSTINGS_BUDGET
+from pi_memory_bridge.backends.local.keyword_hits import KeywordHit
 from pi_memory_bridge.backends.local.semantic_rows import StoreRows
 from pi_memory_bridge.backends.local.vector_worker import VectorWorker
 from pi_memory_bridge.backends.local.vectors import (
@@ -204,7 +204,14 @@ class SemanticIndex:
     def search_atomic(self, query: str, limit: int, type: str | None) -> list[AtomicMemory] | None:
         until = _cut_off()
         keyword_search = self._keyword_beside(
-            partial(self._store.memories.search, query, CANDIDATES, type, CANDIDATE_POSTINGS_BUDGET)
+            partial(
+                self._store.memories.keyword_hits,
+                query,
+                CANDIDATES,
+                type,
+                CANDIDATE_POSTINGS_BUDGET,
+                weigh=self.l1_params.min_coverage > 0,
+            )
         )
         vector = self._query_vector(query, until)
         if vector is None:
@@ -218,7 +225,7 @@ class SemanticIndex:
         ranked = fuse(
             self._atomic_candidates(vector, query, top, question_top, keyword), query, self.l1_params
         )
-        known = {m.id: m for m in keyword}
+        known = {k.hit.id: k.hit for k in keyword}
         # the type and "still holds" filters apply to the rows read back (a superseded memory
         # keeps its vector for undo): read a few more than needed
         wanted = [_rowid(r.key) for r in ranked if r.key not in known][: limit * 3]
@@ -238,12 +245,12 @@ class SemanticIndex:
         query: str,
         top: list[tuple[int, float]],
         question_top: list[tuple[int, float]] | None,
-        keyword: Sequence[AtomicMemory],
+        keyword: Sequence[KeywordHit[AtomicMemory]],
     ) -> list[Candidate]:
         """Memories near the query by their text or by one of their questions, and keyword hits,
         each with its combined cosine (`with_questions`). Questions still loading at the
         deadline count as absent: the memory's text alone ranks it."""
-        by_public = self._rows.rowids("atomic", "memory_id", [m.id for m in keyword])
+        by_public = _by_public_id({k.hit.id: k.rowid for k in keyword})
         rows = set(by_public.values()) | {rowid for rowid, _ in top}
         if question_top is not None:
             rows |= set(self._rows.question_owners([qid for qid, _ in question_top]).values())
@@ -256,17 +263,12 @@ class SemanticIndex:
                 best_question[owner] = max(best_question.get(owner, -1.0), similarity)
         weight = self.l1_params.question_weight
 
-        def cosine(rowid: int | None) -> float | None:
-            if rowid is None:
-                return None
+        def cosine(rowid: int) -> float | None:
             return with_questions(text.get(rowid), best_question.get(rowid), weight)
 
-        covered = _coverage(self._rows, ATOMIC_INDEX, query, list(by_public.values()), self.l1_params)
-        candidates = []
-        for m in keyword:
-            rowid = by_public.get(m.id)
-            share = covered.get(rowid) if rowid is not None else None
-            candidates.append(Candidate(m.id, m.content, cosine(rowid), m.score, share))
+        candidates = [
+            Candidate(k.hit.id, k.hit.content, cosine(k.rowid), k.hit.score, k.coverage) for k in keyword
+        ]
         keyed = set(by_public.values())
         candidates += [Candidate(_row_key(r), "", cosine(r), None) for r in rows if r not in keyed]
         return candidates
@@ -274,27 +276,24 @@ class SemanticIndex:
     def search_conversation(self, query: str, limit: int) -> list[ConversationHit] | None:
         until = _cut_off()
         keyword_search = self._keyword_beside(
-            partial(self._store.conversation.search, query, CANDIDATES, CANDIDATE_POSTINGS_BUDGET)
+            partial(
+                self._store.conversation.keyword_hits,
+                query,
+                CANDIDATES,
+                CANDIDATE_POSTINGS_BUDGET,
+                weigh=self.l0_params.min_coverage > 0,
+            )
         )
         vector = self._query_vector(query, until)
         if vector is None:
             return None
         dense = self._dense_beside(self.turns, vector, until)
         keyword = keyword_search()
-        ranked = self._rank(
-            dense.result(),
-            self.turns,
-            vector,
-            query,
-            self.l0_params,
-            TURNS_INDEX,
-            "turn_id",
-            {h.turn_id: (f"{h.user_text}\n{h.assistant_text}", h.score) for h in keyword},
-        )
+        ranked = self._rank_turns(dense.result(), vector, query, keyword)
         if ranked is None:
             return None
         ranked = ranked[:limit]
-        known = {h.turn_id: h for h in keyword}
+        known = {k.hit.turn_id: k.hit for k in keyword}
         rows = {
             _row_key(rowid): h
             for rowid, h in self._rows.turn_rows([_rowid(r.key) for r in ranked if r.key not in known])
@@ -306,40 +305,40 @@ class SemanticIndex:
                 out.append(_hit_with_score(hit, r.score))
         return out
 
-    def _rank(
+    def _rank_turns(
         self,
         top: list[tuple[int, float]] | None,
-        matrix: VectorMatrix,
         vector: npt.NDArray[np.float32],
         query: str,
-        params: FusionParams,
-        spec: FtsSpec,
-        id_column: str,
-        keyword: dict[str, tuple[str, float]],
+        keyword: Sequence[KeywordHit[ConversationHit]],
     ) -> list[Ranked] | None:
-        """Fused ranking; keys are keyword hits' public ids, or `_row_key(rowid)` for vector-only
-        rows, whose text is read only if they make the cut."""
+        """Fused ranking of L0; keys are keyword hits' turn ids, or `_row_key(rowid)` for
+        vector-only rows, whose text is read only if they make the cut."""
         if top is None:
             return None
-        rowids = self._rows.rowids(spec.content_table, id_column, list(keyword))
-        cosines = matrix.similarities(vector, list(rowids.values()))
-        covered = _coverage(self._rows, spec, query, list(rowids.values()), params)
-        public = {rowid: key for key, rowid in rowids.items()}
+        by_public = _by_public_id({k.hit.turn_id: k.rowid for k in keyword})
+        cosines = self.turns.similarities(vector, list(by_public.values()))
         candidates = [
-            Candidate(key, text, cosines.get(rowids.get(key, -1)), score, covered.get(rowids.get(key, -1)))
-            for key, (text, score) in keyword.items()
+            Candidate(
+                k.hit.turn_id,
+                f"{k.hit.user_text}\n{k.hit.assistant_text}",
+                cosines.get(k.rowid),
+                k.hit.score,
+                k.coverage,
+            )
+            for k in keyword
         ]
-        candidates += [Candidate(_row_key(rowid), "", cos, None) for rowid, cos in top if rowid not in public]
-        return fuse(candidates, query, params)
+        keyed = set(by_public.values())
+        candidates += [Candidate(_row_key(rowid), "", cos, None) for rowid, cos in top if rowid not in keyed]
+        return fuse(candidates, query, self.l0_params)
 
 
-def _coverage(
-    rows: StoreRows, spec: FtsSpec, query: str, rowids: list[int], params: FusionParams
-) -> dict[int, float]:
-    """Keyword hits' coverage of the query (embeddings.relevance), when the layer uses it."""
-    if params.min_coverage <= 0 or not rowids:
-        return {}
-    return rows.keyword_coverage(spec, query, rowids)
+def _by_public_id(rowids: dict[str, int]) -> dict[str, int]:
+    """Keyword hits' row ids in the order of their public ids. A row's cosine from one
+    matrix-vector product depends in its last bits on its place among the rows multiplied
+    (BLAS kernels), so the rows go in one fixed order: the one the lookup by public id gave them
+    when the fusion's parameters were chosen (SQLite walks an IN list in sorted order)."""
+    return {key: rowids[key] for key in sorted(rowids)}
 
 
 def _wait_budget() -> float:

@@ -1,17 +1,15 @@
-"""`StoreRows`: the row lookups semantic search needs beside the vectors: public ids to row ids,
-the rows that made the cut, and which memory a question vector belongs to (synchronous)."""
+"""`StoreRows`: the row lookups semantic search needs beside the vectors: the rows that made the
+cut, and which memory a question vector belongs to (synchronous). Keyword hits come with their
+row ids and coverage from the keyword query itself (keyword_hits.py)."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from pi_memory_bridge import textsearch
 from pi_memory_bridge.backends.base import AtomicMemory, ConversationHit
-from pi_memory_bridge.backends.local import fts
 from pi_memory_bridge.backends.local.atomic_rows import ATOMIC_COLUMNS, atomic_row
 from pi_memory_bridge.backends.local.turn_rows import TURN_COLUMNS, turn_hit
-from pi_memory_bridge.embeddings.relevance import stream_coverage, term_weights
 
 if TYPE_CHECKING:
     from pi_memory_bridge.backends.local.store import SqliteMemoryStore
@@ -40,44 +38,6 @@ class StoreRows:
                 chunk = ids[start : start + _ID_CHUNK]
                 rows = conn.execute(sql.format(marks=",".join("?" * len(chunk))), tuple(chunk))
                 found.update((int(a), int(b)) for a, b in rows)
-        return found
-
-    def keyword_coverage(self, spec: fts.FtsSpec, query: str, rowids: Sequence[int]) -> dict[int, float]:
-        """How much of the query's term weight each row's index tokens hold (embeddings.relevance):
-        the tokens are the ones the row was indexed with, read back rather than recomputed."""
-        if not rowids:
-            return {}
-        terms = textsearch.query_terms(query, max_terms=fts.CANDIDATE_TERMS)
-        table = spec.content_table
-        columns = " || ' ' || ".join(spec.token_columns)
-        with self._store.reading("weighing keyword hits") as conn:
-            df = fts.document_frequencies(conn, spec, terms)
-            # the largest row id stands in for the row count (the same order of magnitude is all
-            # an IDF needs, and it costs nothing)
-            documents = int(conn.execute(f"SELECT coalesce(max(id), 0) FROM {table}").fetchone()[0])
-            weights = term_weights(terms, df, documents)
-            found: dict[int, float] = {}
-            for start in range(0, len(rowids), _ID_CHUNK):
-                chunk = rowids[start : start + _ID_CHUNK]
-                marks = ",".join("?" * len(chunk))
-                for rowid, tokens in conn.execute(
-                    f"SELECT id, {columns} FROM {table} WHERE id IN ({marks})", tuple(chunk)
-                ):
-                    found[int(rowid)] = stream_coverage(weights, str(tokens))
-        return found
-
-    def rowids(self, table: str, id_column: str, public_ids: Sequence[str]) -> dict[str, int]:
-        found: dict[str, int] = {}
-        if not public_ids:
-            return found
-        with self._store.reading("looking up rows") as conn:
-            for start in range(0, len(public_ids), _ID_CHUNK):
-                chunk = public_ids[start : start + _ID_CHUNK]
-                marks = ",".join("?" * len(chunk))
-                rows = conn.execute(
-                    f"SELECT {id_column}, id FROM {table} WHERE {id_column} IN ({marks})", chunk
-                )
-                found.update((str(p), int(i)) for p, i in rows)
         return found
 
     def atomic_rows(self, rowids: Sequence[int], type: str | None) -> list[tuple[int, AtomicMemory]]:

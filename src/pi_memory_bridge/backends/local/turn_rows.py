@@ -16,6 +16,7 @@ from pi_memory_bridge.backends.base import (
     ToolEvidence,
 )
 from pi_memory_bridge.backends.local import fts
+from pi_memory_bridge.backends.local.keyword_hits import KeywordHit, QueryWeights, token_stream_sql
 from pi_memory_bridge.backends.local.row_values import (
     MAX_LIMIT,
     delete_without_trace,
@@ -127,22 +128,38 @@ class TurnRows:
     def search(
         self, query: str, limit: int, postings_budget: int = fts.POSTINGS_BUDGET
     ) -> list[ConversationHit]:
+        return [found.hit for found in self.keyword_hits(query, limit, postings_budget, weigh=False)]
+
+    def keyword_hits(
+        self, query: str, limit: int, postings_budget: int, *, weigh: bool
+    ) -> list[KeywordHit[ConversationHit]]:
+        """`search`'s hits with their row ids and, if `weigh`, their coverage of the query, in
+        the same read (a hybrid search's keyword candidates)."""
         limit = min(limit, MAX_LIMIT)
         if limit <= 0:
             return []
+        tokens = token_stream_sql(TURNS_INDEX) if weigh else "''"
         with self._store.reading("searching conversation turns") as conn:
             plan = fts.plan_query(conn, TURNS_INDEX, query, postings_budget)
             if plan is None:
                 return []
             rows = conn.execute(
-                f"SELECT {TURN_COLUMNS}, hit.score FROM ("
+                f"SELECT id, {TURN_COLUMNS}, {tokens}, hit.score FROM ("
                 "  SELECT rowid AS id, rank AS score FROM turns_fts"
                 "  WHERE turns_fts MATCH ? AND rowid > ? ORDER BY rank LIMIT ?"
                 ") AS hit JOIN turns USING (id) ORDER BY hit.score",
                 (plan.match, plan.min_rowid or 0, limit),
             ).fetchall()
+            weights = QueryWeights(conn, TURNS_INDEX, plan) if weigh else None
         # FTS5's bm25 is negative, lower is better
-        return [turn_hit(row[:-1], score=-float(row[-1])) for row in rows]
+        return [
+            KeywordHit(
+                turn_hit(row[1:-2], score=-float(row[-1])),
+                int(row[0]),
+                weights.coverage(str(row[-2])) if weights is not None else None,
+            )
+            for row in rows
+        ]
 
     def list(self, limit: int, offset: int = 0, ids: Sequence[str] | None = None) -> list[ConversationHit]:
         """L0 turns, newest first (`ids`: only these turn ids)."""

@@ -39,12 +39,17 @@ class CatchUp:
         self._starting: asyncio.Task[None] | None = None
         self._closing = False
 
-    def start_soon(self) -> None:
-        """Start the runner in the background: its import and first scan never delay recall."""
-        self._starting = asyncio.get_running_loop().create_task(self._start())
+    def start_soon(self, after: Callable[[], Awaitable[None]] | None = None) -> None:
+        """Start the runner in the background, once `after` returns: its import and first scan
+        never delay recall (on two cores, its import would take the GIL from the first one)."""
+        self._starting = asyncio.get_running_loop().create_task(self._start(after))
 
-    async def _start(self) -> None:
+    async def _start(self, after: Callable[[], Awaitable[None]] | None) -> None:
         try:
+            if after is not None:
+                await after()
+                if self._closing:
+                    return
             service = await asyncio.to_thread(importlib.import_module, "pi_memory_bridge.catchup.service")
             if self._closing:
                 return

@@ -10,15 +10,15 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from pi_memory_bridge.commands.dialog import Flow
-from pi_memory_bridge.commands.status import Problem
 from pi_memory_bridge.config import LoadedConfig
 from pi_memory_bridge.engine.backend_slot import BackendSlot
 from pi_memory_bridge.sidecar.protocol import CommandRunParams
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # not imported at run time: the engine opens without the commands' modules
     from pi_memory_bridge.catchup.runner import CatchUpRunner
     from pi_memory_bridge.catchup.service import SidecarImports
+    from pi_memory_bridge.commands.dialog import Flow
+    from pi_memory_bridge.commands.status import Problem
 
 log = logging.getLogger(__name__)
 

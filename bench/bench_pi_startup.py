@@ -1,6 +1,7 @@
 """What memory costs a `pi -p` run, side by side with Pi alone, on both Pi versions.
 
-    .venv/bin/python bench/bench_pi_startup.py [--runs 15] [--only print,spawn,rpc] [--baseline-src DIR] [--no-hung]
+    .venv/bin/python bench/bench_pi_startup.py [--runs 15] [--only print,spawn,rpc] [--baseline-src DIR]
+        [--no-hung]
 
 `--baseline-src DIR` (e.g. `git archive <commit> | tar -x -C /tmp/base`, then compileall its src)
 runs every sidecar case a second time with `PYTHONPATH=DIR` (that tree's sidecar, this tree's
@@ -504,9 +505,8 @@ def main() -> None:
         for install in pi_installs():
             with FakeModel() as model:
                 if "print" in sections:
-                    bench_print(
-                        install, a.runs, model.base_url, root / f"print-{install.version}", baseline, not a.no_hung
-                    )
+                    where = root / f"print-{install.version}"
+                    bench_print(install, a.runs, model.base_url, where, baseline, not a.no_hung)
                 if "rpc" in sections:
                     bench_rpc(install, a.runs, model.base_url, root / f"rpc-{install.version}")
     print(f"load average at end: {os.getloadavg()[0]:.2f}")

@@ -83,7 +83,9 @@ def _run(tmp_path: Path, mode: str) -> dict[str, object]:
     return result
 
 
-def test_the_first_recall_is_answered_before_commands_status_catch_up_and_learning_load(tmp_path: Path) -> None:
+def test_the_first_recall_is_answered_before_commands_status_catch_up_and_learning_load(
+    tmp_path: Path,
+) -> None:
     out = _run(tmp_path, "recall")
     assert out["opened"] == []
     assert out["answered"] == []

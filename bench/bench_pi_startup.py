@@ -1,6 +1,7 @@
 """What memory costs a `pi -p` run, side by side with Pi alone, on both Pi versions.
 
     .venv/bin/python bench/bench_pi_startup.py [--runs 15] [--only print,spawn,rpc] [--baseline-src DIR]
+        [--no-hung]
 
 `--baseline-src DIR` (e.g. `git archive <commit> | tar -x -C /tmp/base`, then compileall its src)
 runs every sidecar case a second time with `PYTHONPATH=DIR` (that tree's sidecar, this tree's
@@ -186,7 +187,9 @@ def print_cases(
     }
 
 
-def bench_print(install: PiInstall, runs: int, model_url: str, root: Path, baseline: Path | None) -> None:
+def bench_print(
+    install: PiInstall, runs: int, model_url: str, root: Path, baseline: Path | None, hung: bool = True
+) -> None:
     env = PiEnv(install, root / "print", model_url)
     use_bridge(env)
     kinds = ["stdio", "warm", "cold"]
@@ -208,6 +211,8 @@ def bench_print(install: PiInstall, runs: int, model_url: str, root: Path, basel
             env.run_print([PROMPT], extensions=[SHIM], env=daemon_env(runtime / "base-warm", **base_env))
         warm_daemon = daemon_pids(runtime / "warm")
         cases = print_cases(env, timings, runtime, baseline)
+        if not hung:  # --no-hung: only what a working sidecar costs (the hung cases take ~4 s each)
+            cases = {name: case for name, case in cases.items() if not name.startswith("hung")}
         walls: dict[str, list[float]] = {name: [] for name in cases}
         order = list(cases)
         rng = random.Random(16)
@@ -487,6 +492,7 @@ def main() -> None:
     ap.add_argument("--runs", type=int, default=15)
     ap.add_argument("--only", default="print,spawn,rpc", help="comma-separated sections")
     ap.add_argument("--baseline-src", type=Path, default=None, help="another tree's src/, run side by side")
+    ap.add_argument("--no-hung", action="store_true", help="print: leave out the hung-sidecar cases")
     a = ap.parse_args()
     sections = set(a.only.split(","))
     baseline: Path | None = a.baseline_src.resolve() if a.baseline_src else None
@@ -499,7 +505,8 @@ def main() -> None:
         for install in pi_installs():
             with FakeModel() as model:
                 if "print" in sections:
-                    bench_print(install, a.runs, model.base_url, root / f"print-{install.version}", baseline)
+                    where = root / f"print-{install.version}"
+                    bench_print(install, a.runs, model.base_url, where, baseline, not a.no_hung)
                 if "rpc" in sections:
                     bench_rpc(install, a.runs, model.base_url, root / f"rpc-{install.version}")
     print(f"load average at end: {os.getloadavg()[0]:.2f}")

@@ -197,10 +197,18 @@ def _serve() -> int:
         from pi_memory_bridge.sidecar.daemon_start import serve
 
         return serve(os.environ)
-    from pi_memory_bridge.sidecar.quick_start import BackgroundImports, answer_first
+    from pi_memory_bridge.sidecar.quick_start import (
+        EARLY_MODULE,
+        BackgroundImports,
+        answer_first,
+        start_model_early,
+    )
 
-    imports = BackgroundImports("pi_memory_bridge.sidecar.serve", "pi_memory_bridge.engine.core")
+    imports = BackgroundImports(
+        EARLY_MODULE, "pi_memory_bridge.sidecar.serve", "pi_memory_bridge.engine.core"
+    )
     prelude = answer_first(os.environ, on_idle=imports.start)
+    start_model_early(prelude, imports)
     imports.wait()
     from pi_memory_bridge.embeddings.threads import pin_environment
 

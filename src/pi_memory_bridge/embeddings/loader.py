@@ -52,14 +52,20 @@ def load_use(cache_root: Path | None, files: BundleFiles | None = None) -> LoadR
     `files` defaults to the installed package's resources."""
     started = time.perf_counter()
     pin_environment()  # before numpy is imported, for the first time, just below
-    from pi_memory_bridge.embeddings import bundle, cache, use_model
+    from pi_memory_bridge.embeddings import bundle
+    from pi_memory_bridge.embeddings.cache_check import start_hashing
+
+    files = files or bundle.locate()
+    # the cache's hash check (GIL released) runs from here on, beside numpy's and pydantic's
+    # imports instead of after them
+    digests = start_hashing(cache_root, files) if cache_root is not None else None
+    from pi_memory_bridge.embeddings import cache, use_model
     from pi_memory_bridge.embeddings.threads import pin_loaded_libraries
 
     pin_loaded_libraries()
-    files = files or bundle.locate()
     if cache_root is not None:
         try:
-            state = cache.load(cache_root, files)
+            state = cache.load(cache_root, files, digests)
             encoder = use_model.restore(state)
             _warm_up(encoder)
             cache.remove_abandoned(cache_root)  # what killed writers left (no cache write follows)
@@ -157,11 +163,16 @@ _shared: dict[Path | None, ModelHandle] = {}
 _shared_lock = threading.Lock()
 
 
+def turned_off(env: Mapping[str, str]) -> bool:
+    """Whether `PI_MEMORY_BRIDGE_EMBEDDINGS` turns the model off."""
+    return env.get("PI_MEMORY_BRIDGE_EMBEDDINGS", "").strip().lower() in ("0", "off", "false", "no")
+
+
 def shared_handle(env: Mapping[str, str]) -> ModelHandle:
     """The process's handle for the bundled model (cache under the user's cache dir)."""
     from pi_memory_bridge.embeddings.cache_dir import default_cache_root
 
-    if env.get("PI_MEMORY_BRIDGE_EMBEDDINGS", "").strip().lower() in ("0", "off", "false", "no"):
+    if turned_off(env):
         return disabled_handle("turned off by PI_MEMORY_BRIDGE_EMBEDDINGS")
     root = default_cache_root(env)
     with _shared_lock:

@@ -10,15 +10,15 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from pi_memory_bridge.commands.dialog import Flow
-from pi_memory_bridge.commands.status import Problem
 from pi_memory_bridge.config import LoadedConfig
 from pi_memory_bridge.engine.backend_slot import BackendSlot
 from pi_memory_bridge.sidecar.protocol import CommandRunParams
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # not imported at run time: the engine opens without the commands' modules
     from pi_memory_bridge.catchup.runner import CatchUpRunner
     from pi_memory_bridge.catchup.service import SidecarImports
+    from pi_memory_bridge.commands.dialog import Flow
+    from pi_memory_bridge.commands.status import Problem
 
 log = logging.getLogger(__name__)
 
@@ -39,12 +39,17 @@ class CatchUp:
         self._starting: asyncio.Task[None] | None = None
         self._closing = False
 
-    def start_soon(self) -> None:
-        """Start the runner in the background: its import and first scan never delay recall."""
-        self._starting = asyncio.get_running_loop().create_task(self._start())
+    def start_soon(self, after: Callable[[], Awaitable[None]] | None = None) -> None:
+        """Start the runner in the background, once `after` returns: its import and first scan
+        never delay recall (on two cores, its import would take the GIL from the first one)."""
+        self._starting = asyncio.get_running_loop().create_task(self._start(after))
 
-    async def _start(self) -> None:
+    async def _start(self, after: Callable[[], Awaitable[None]] | None) -> None:
         try:
+            if after is not None:
+                await after()
+                if self._closing:
+                    return
             service = await asyncio.to_thread(importlib.import_module, "pi_memory_bridge.catchup.service")
             if self._closing:
                 return

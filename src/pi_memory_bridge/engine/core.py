@@ -4,28 +4,35 @@
 backend; the RPC handlers in `sidecar.serve` call the few methods below. Anything that fails for
 reasons outside our control (config, store, a layer) becomes status and an answer, never an
 exception that would leave Pi without a reply.
+
+The first recall of a fresh `pi -p` waits for this engine to open, on a machine where every
+import and every start-up task takes the GIL from it. So what that recall does not need waits:
+the commands and the status report are built (and their modules imported) on first use, and
+catch-up and learning's attachment to the store start once the first recall is answered, or
+`QUIET_START_S` after the engine opened, or at once when another request needs them.
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import logging
 from collections.abc import Mapping
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from pi_memory_bridge.backends.base import MemoryBackend
 from pi_memory_bridge.commands.pause import ProjectPause
-from pi_memory_bridge.commands.status import StatusReport
 from pi_memory_bridge.config import LoadedConfig, data_dir
 from pi_memory_bridge.engine import pause
 from pi_memory_bridge.engine.backend_slot import BackendSlot
 from pi_memory_bridge.engine.capture import Capture
 from pi_memory_bridge.engine.catch_up import CatchUp
-from pi_memory_bridge.engine.commands import Commands
 from pi_memory_bridge.engine.footer import FooterModel
 from pi_memory_bridge.engine.notifier import Notifier, Notify
 from pi_memory_bridge.engine.recall import Recall
 from pi_memory_bridge.engine.sessions import Sessions
 from pi_memory_bridge.engine.skills import SkillCapture
-from pi_memory_bridge.engine.status import Status
 from pi_memory_bridge.engine.tools import Tools
 from pi_memory_bridge.footer import FooterState
 from pi_memory_bridge.learning.engine import Learning, Peer
@@ -46,6 +53,17 @@ from pi_memory_bridge.sidecar.protocol import (
     TurnSettledParams,
     TurnSettledResult,
 )
+
+if TYPE_CHECKING:
+    from pi_memory_bridge.commands.status import StatusReport
+    from pi_memory_bridge.engine.commands import Commands
+    from pi_memory_bridge.engine.status import Status
+
+log = logging.getLogger(__name__)
+
+# The longest start-up work the first recall does not need waits for that recall (an interactive
+# session may sit idle before its first prompt).
+QUIET_START_S = 2.0
 
 
 class Engine:
@@ -86,22 +104,50 @@ class Engine:
         self._capture.on_captured = self.learning.turns_settled
         self._tools = Tools(loaded, self.slot)
         self._tools.on_saved = self.learning.memory_saved
-        self._status = Status(
-            loaded, self.slot, self.sessions, self._recall, self._capture.stats, log_file, self.learning
-        )
-        self.commands = Commands(
-            self.slot,
-            self._status,
-            self.status_line,
-            cwd=cwd,
-            env=env,
-            pause=self.pause,
-            learning=self.learning,
-        )
+        self._loaded, self._cwd, self._env, self._log_file = loaded, cwd, env, log_file
+        self._status_built: Status | None = None
+        self._commands_built: Commands | None = None
         self.traces: TraceLog | None = None
         self.catch_up = CatchUp(loaded, agent_dir, cwd, self.slot, self._notice if peer is not None else None)
         self._capture.on_failure = self.catch_up.nudge
-        self._status.catch_up = self.commands.flows.catch_up = self.catch_up
+        self._quiet = asyncio.Event()  # set: the first recall is answered (or nothing waits for it)
+        self._attaching: asyncio.Task[None] | None = None
+        self._last_session: str | None = None
+
+    @property
+    def _status(self) -> Status:
+        if self._status_built is None:
+            from pi_memory_bridge.engine.status import Status
+
+            self._status_built = Status(
+                self._loaded,
+                self.slot,
+                self.sessions,
+                self._recall,
+                self._capture.stats,
+                self._log_file,
+                self.learning,
+            )
+            self._status_built.catch_up = self.catch_up
+        return self._status_built
+
+    @property
+    def commands(self) -> Commands:
+        if self._commands_built is None:
+            from pi_memory_bridge.engine.commands import Commands
+
+            self._commands_built = Commands(
+                self.slot,
+                self._status,
+                self.status_line,
+                cwd=self._cwd,
+                env=self._env,
+                pause=self.pause,
+                learning=self.learning,
+            )
+            self._commands_built.flows.catch_up = self.catch_up
+            self._commands_built.flows.traces = self.traces
+        return self._commands_built
 
     @classmethod
     async def open(
@@ -120,17 +166,41 @@ class Engine:
         engine = cls(
             loaded, agent_dir, cwd, env=env, notify=notify, log_file=log_file, peer=peer, has_ui=has_ui
         )
-        engine.traces = engine._recall.traces = engine.commands.flows.traces = await open_trace_log(
-            data_dir(agent_dir)
-        )
+        engine.traces = engine._recall.traces = await open_trace_log(data_dir(agent_dir))
+        if engine._commands_built is not None:
+            engine._commands_built.flows.traces = engine.traces
         await engine.slot.start()
         engine._notifier.started = True
-        engine.catch_up.start_soon()  # in the background: never delays recall
+        engine.catch_up.start_soon(after=engine._first_recall_answered)  # never delays recall
         return engine
+
+    async def _first_recall_answered(self) -> None:
+        """Until the first recall is answered, another request needs the held-back work, or
+        `QUIET_START_S` passed."""
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._quiet.wait(), QUIET_START_S)
+
+    async def _settle_start(self) -> None:
+        """The held-back start-up work, now: done when this returns (for a request that needs it)."""
+        self._quiet.set()
+        if self._attaching is not None:
+            with contextlib.suppress(Exception):
+                await asyncio.shield(self._attaching)
 
     async def _backend_opened(self, backend: MemoryBackend) -> None:
         await self._skill_capture.backend_opened(backend)
-        self.learning.attach(backend)
+        # learning's attachment imports the ledger's modules (60-100 ms of GIL on a loaded
+        # machine): after the first recall
+        self._attaching = asyncio.get_running_loop().create_task(self._attach_learning(backend))
+
+    async def _attach_learning(self, backend: MemoryBackend) -> None:
+        await self._first_recall_answered()
+        try:
+            self.learning.attach(backend)
+            if self._last_session is not None:  # a session that started before: its project now
+                self.learning.session_started(self._last_session)
+        except Exception:  # background work: the store stays usable without learning, and status says so
+            log.exception("cannot attach learning to the store")
 
     async def _notice(self, message: str) -> None:
         """A one-line message for the user (Pi shows it when it has a UI)."""
@@ -143,40 +213,55 @@ class Engine:
 
     async def session_changed(self, p: SessionParams) -> SessionResult:
         result = self.sessions.changed(p)
+        self._last_session = result.memory_session_id
         self.learning.session_started(result.memory_session_id)
         return result
 
     async def recall(self, p: RecallParams) -> RecallResult:
-        if self.pause.paused():
-            return pause.paused_recall()
-        return await self._recall.answer(p)
+        try:
+            if self.pause.paused():
+                return pause.paused_recall()
+            return await self._recall.answer(p)
+        finally:
+            self._quiet.set()
 
     async def turn_settled(self, p: TurnSettledParams) -> TurnSettledResult:
+        await self._settle_start()
         if self.pause.paused():
             return pause.paused_capture()
         return await self._capture.turn_settled(p)
 
     async def tool_call(self, p: ToolCallParams) -> ToolCallResult:
+        await self._settle_start()
         if self.pause.paused():
             return pause.paused_tool()
         return await self._tools.call(p)
 
     async def command_run(self, p: CommandRunParams) -> CommandStep:
+        await self._settle_start()
         return await self.commands.run(p)
 
     async def command_answer(self, p: CommandAnswerParams) -> CommandStep:
+        await self._settle_start()
         return await self.commands.answer(p)
 
     async def learning_trigger(self, p: LearningTriggerParams) -> LearningTriggerResult:
+        await self._settle_start()
         return self.learning.trigger(p.reason)
 
     async def status_report(self, pi_session_id: str = "") -> StatusReport:
+        await self._settle_start()
         report = await self._status.report(pi_session_id)
         return report.with_pause(self.pause.project if self.pause.paused() else "")
 
     async def shutdown(self) -> None:
         self._notifier.closing = True
-        await self.commands.close()
+        self._quiet.set()
+        if self._attaching is not None:
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(asyncio.shield(self._attaching), 1.0)
+        if self._commands_built is not None:
+            await self._commands_built.close()
         await self.catch_up.stop()
         await self.learning.close()
         await self.slot.close()

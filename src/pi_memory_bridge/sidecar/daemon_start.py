@@ -21,7 +21,14 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, NoReturn
 
-from pi_memory_bridge.sidecar.quick_start import BackgroundImports, Prelude, answer_first, wait_readable
+from pi_memory_bridge.sidecar.quick_start import (
+    EARLY_MODULE,
+    BackgroundImports,
+    Prelude,
+    answer_first,
+    start_model_early,
+    wait_readable,
+)
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping
@@ -125,7 +132,9 @@ def serve(env: Mapping[str, str]) -> int:
     """`serve` with `PI_MEMORY_BRIDGE_SOCKET` set: lock, listen, answer the first Pi's handshake,
     then import the daemon and serve on (`daemon.run_locked`)."""
     path = Path(env[SOCKET_VAR])
-    imports = BackgroundImports("pi_memory_bridge.sidecar.daemon", "pi_memory_bridge.engine.core")
+    imports = BackgroundImports(
+        EARLY_MODULE, "pi_memory_bridge.sidecar.daemon", "pi_memory_bridge.engine.core"
+    )
     try:
         check_private_dir(path.parent)
         lock_fd = take_lock(path)
@@ -136,6 +145,8 @@ def serve(env: Mapping[str, str]) -> int:
         _leave(0)  # another daemon serves this socket: the shim connects to it
     sock = bind_socket(path)
     first = first_connection(sock, env, on_idle=imports.start)
+    if first is not None:
+        start_model_early(first[1], imports)
     imports.wait()
     from pi_memory_bridge.embeddings.threads import pin_environment
 

@@ -13,7 +13,8 @@ the fingerprint missed), the shim gets the real footer at once and the entry is 
 Anything unexpected (not an `initialize` first, no agent dir in the params, an unreadable or
 foreign file, a miss) hands the bytes read so far to the ordinary endpoint untouched. MemoryCore
 configurations are never stored: their answer also depends on key files.
-This module imports only the standard library (and `surrogates`, which does too).
+This module imports only the standard library (and `surrogates`, which does too), except in
+`start_model_early`, which runs once the answer is out.
 """
 
 from __future__ import annotations
@@ -184,10 +185,15 @@ class BackgroundImports:
     Pi's session starts: the imports use that wait. When the line is there at once they are not
     started (they would take the GIL from the answer), and the caller imports them itself. The
     caller imports nothing of them until `wait` returns (two threads importing modules that
-    import each other can deadlock). numpy's thread counts are pinned first (before its import)."""
+    import each other can deadlock: a submodule's lock is taken before its package's), except
+    the first module once `wait_first` returned. `add` queues more while the thread runs.
+    numpy's thread counts are pinned first (before its import)."""
 
     def __init__(self, *modules: str) -> None:
-        self._modules = modules
+        self._queue = list(modules)
+        self._lock = threading.Lock()
+        self._first = threading.Event()
+        self._finished = False
         self._thread: threading.Thread | None = None
 
     def start(self) -> None:
@@ -199,17 +205,42 @@ class BackgroundImports:
         if self._thread is not None:
             self._thread.join()
 
+    def wait_first(self) -> None:
+        """Until the first module is imported (or failed to), when the thread runs."""
+        if self._thread is not None:
+            self._first.wait()
+
+    def add(self, *modules: str) -> bool:
+        """Import these too, after the others, when the thread still runs (False: it does not,
+        the caller imports them itself when it needs them)."""
+        with self._lock:
+            if self._thread is None or self._finished:
+                return False
+            self._queue.extend(modules)
+            return True
+
     def _load(self) -> None:
         import importlib
 
-        from pi_memory_bridge.embeddings.threads import pin_environment
+        try:
+            from pi_memory_bridge.embeddings.threads import pin_environment
 
-        pin_environment()
-        for name in self._modules:
-            try:
-                importlib.import_module(name)
-            except Exception:  # the caller's own import raises it again, where it is reported
-                return
+            pin_environment()
+            while True:
+                with self._lock:
+                    if not self._queue:
+                        return
+                    name = self._queue.pop(0)
+                try:
+                    importlib.import_module(name)
+                except Exception:  # the caller's own import raises it again, where it is reported
+                    return
+                finally:
+                    self._first.set()
+        finally:
+            with self._lock:
+                self._finished = True
+            self._first.set()
 
 
 def wait_readable(fd: int, timeout_s: float | None, on_idle: Callable[[], None] | None) -> bool:
@@ -303,3 +334,37 @@ def _answer_first(
     while out:
         out = out[os.write(fd_out, out) :]
     return Prelude(unread=rest, fingerprint=key, params=params, answer=answer)
+
+
+def model_wanted(prelude: Prelude) -> bool:
+    """Whether the answered configuration loads the embedding model: memory on, local backend
+    (the condition of `embeddings.loader.start_early`, read from the stored answer)."""
+    config = prelude.answer.get("config") if prelude.answer is not None else None
+    return isinstance(config, dict) and config.get("backend") == "local" and config.get("enabled") is True
+
+
+# The import thread's first module: the embeddings package, whole, before the model's hash check
+# starts from this thread (see `start_model_early`).
+EARLY_MODULE = "pi_memory_bridge.embeddings.cache_check"
+MODEL_MODULES = ("pi_memory_bridge.embeddings.cache", "pi_memory_bridge.embeddings.use_model")
+
+
+def start_model_early(prelude: Prelude, imports: BackgroundImports) -> None:
+    """When the stored answer says the embedding model will load: begin its cache's hash check
+    now, and have the import thread (when it runs) import the model's code and numpy too.
+
+    The first recall of a fresh `pi -p` waits for the model. Its load starts from the handshake,
+    after the endpoint's imports (200-400 ms on a loaded machine); the hash check (~85 MB, GIL
+    released) then ran on that recall's path. Begun here it runs beside those imports. Only the
+    standard library and the embeddings package are imported here, once the import thread has
+    imported that package whole (`EARLY_MODULE` first in its list)."""
+    if not model_wanted(prelude):
+        return
+    imports.wait_first()
+    from pi_memory_bridge.embeddings.cache_check import start_early
+    from pi_memory_bridge.embeddings.cache_dir import default_cache_root
+    from pi_memory_bridge.embeddings.loader import turned_off
+
+    if not turned_off(os.environ):
+        start_early(default_cache_root(os.environ))
+        imports.add(*MODEL_MODULES)

@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from pi_memory_bridge.backends.base import BackendError
+from pi_memory_bridge.backends.local.search_activity import SearchActivity
 from pi_memory_bridge.backends.local.vectors import (
     ATOMIC_VECTORS,
     QUESTION_VECTORS,
@@ -70,10 +71,17 @@ def _exclusive(lock_path: Path) -> Iterator[bool]:
 
 
 class VectorWorker:
-    def __init__(self, store: SqliteMemoryStore, handle: ModelHandle, lock_path: Path) -> None:
+    def __init__(
+        self,
+        store: SqliteMemoryStore,
+        handle: ModelHandle,
+        lock_path: Path,
+        searches: SearchActivity | None = None,
+    ) -> None:
         self._store = store
         self._handle = handle
         self._lock_path = lock_path
+        self._searches = searches  # recall's searches: each batch waits until none runs
         self._wake = threading.Event()
         self._stopping = threading.Event()
         self._thread: threading.Thread | None = None
@@ -116,6 +124,8 @@ class VectorWorker:
         """Embed every row that has no vector; returns how many got one."""
         done = 0
         while not self._stopping.is_set():
+            if self._searches is not None:
+                self._searches.wait_turn(self._stopping)
             started = time.perf_counter()
             stored = self.step(encoder)
             if stored is None:

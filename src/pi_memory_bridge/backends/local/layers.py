@@ -49,11 +49,11 @@ class LocalConversation:
         return await asyncio.to_thread(self._search, query, limit)
 
     def _search(self, query: str, limit: int) -> builtins.list[ConversationHit]:
-        if self._semantic is not None and limit > 0:
+        if self._semantic is None or limit <= 0:
+            return self._rows.search(query, limit)
+        with self._semantic.worker.searches.during_recall():  # background embedding waits meanwhile
             hits = self._semantic.search_conversation(query, min(limit, MAX_LIMIT))
-            if hits is not None:
-                return hits
-        return self._rows.search(query, limit)
+            return hits if hits is not None else self._rows.search(query, limit)
 
     async def delete(self, turn_ids: Sequence[str]) -> DeleteReport:
         return await asyncio.to_thread(self._rows.delete, builtins.list(turn_ids))
@@ -76,11 +76,11 @@ class LocalMemories:
         return await asyncio.to_thread(self._search, query, limit, type)
 
     def _search(self, query: str, limit: int, type: str | None) -> builtins.list[AtomicMemory]:
-        if self._semantic is not None and limit > 0:
+        if self._semantic is None or limit <= 0:
+            return self._rows.search(query, limit, type)
+        with self._semantic.worker.searches.during_recall():  # background embedding waits meanwhile
             memories = self._semantic.search_atomic(query, min(limit, MAX_LIMIT), type)
-            if memories is not None:
-                return memories
-        return self._rows.search(query, limit, type)
+            return memories if memories is not None else self._rows.search(query, limit, type)
 
     async def save(self, content: str, type: str, source: str, tags: Sequence[str] = ()) -> SaveResult:
         saved = await asyncio.to_thread(self._rows.save, content, type, source, tuple(tags))

@@ -15,6 +15,8 @@ import threading
 import time
 from collections.abc import Iterator
 
+from pi_memory_bridge.deadline import recall_deadline
+
 FIRST_WAIT_S = 2.0  # the first batch waits this long at most for the first recall's search
 BUSY_WAIT_S = 1.0  # any later batch waits this long at most for the searches in flight
 _SLICE_S = 0.05  # how often a waiting worker looks whether it is being stopped
@@ -25,6 +27,10 @@ class SearchActivity:
         self._cond = threading.Condition()
         self._running = 0
         self._searched = False  # a search ran, or the first wait for one is over
+
+    def during_recall(self) -> contextlib.AbstractContextManager[None]:
+        """Around one search: counted when it runs under a recall's deadline."""
+        return self.searching() if recall_deadline.get() is not None else contextlib.nullcontext()
 
     @contextlib.contextmanager
     def searching(self) -> Iterator[None]:

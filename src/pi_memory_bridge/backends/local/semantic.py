@@ -8,7 +8,6 @@ searches by keyword exactly as before vectors existed.
 
 from __future__ import annotations
 
-import contextlib
 import contextvars
 import logging
 import threading
@@ -24,7 +23,6 @@ from typing import TYPE_CHECKING, TypeVar
 from pi_memory_bridge.backends.base import AtomicMemory, BackendError, ConversationHit
 from pi_memory_bridge.backends.local.fts import CANDIDATE_POSTINGS_BUDGET
 from pi_memory_bridge.backends.local.keyword_hits import KeywordHit
-from pi_memory_bridge.backends.local.search_activity import SearchActivity
 from pi_memory_bridge.backends.local.semantic_rows import StoreRows
 from pi_memory_bridge.backends.local.vector_worker import VectorWorker
 from pi_memory_bridge.backends.local.vectors import (
@@ -110,8 +108,7 @@ class SemanticIndex:
         self.turns = VectorMatrix(TURN_VECTORS, DIMENSIONS)
         self.atomic = VectorMatrix(ATOMIC_VECTORS, DIMENSIONS)
         self.questions = VectorMatrix(QUESTION_VECTORS, DIMENSIONS)
-        self.searches = SearchActivity()  # the worker's batches wait for recall's searches
-        self.worker = VectorWorker(store, handle, lock_path, self.searches)
+        self.worker = VectorWorker(store, handle, lock_path)
         # a recall's L0 and L1 keyword searches and their vector searches, all at once
         self._executor = ThreadPoolExecutor(max_workers=4, thread_name_prefix="vector-search")
         self._queries: OrderedDict[str, npt.NDArray[np.float32]] = OrderedDict()
@@ -205,13 +202,6 @@ class SemanticIndex:
         return self._executor.submit(contextvars.copy_context().run, search).result
 
     def search_atomic(self, query: str, limit: int, type: str | None) -> list[AtomicMemory] | None:
-        with self._recall_search():
-            return self._search_atomic(query, limit, type)
-
-    def _recall_search(self) -> contextlib.AbstractContextManager[None]:
-        return self.searches.searching() if recall_deadline.get() is not None else contextlib.nullcontext()
-
-    def _search_atomic(self, query: str, limit: int, type: str | None) -> list[AtomicMemory] | None:
         until = _cut_off()
         keyword_search = self._keyword_beside(
             partial(
@@ -284,10 +274,6 @@ class SemanticIndex:
         return candidates
 
     def search_conversation(self, query: str, limit: int) -> list[ConversationHit] | None:
-        with self._recall_search():
-            return self._search_conversation(query, limit)
-
-    def _search_conversation(self, query: str, limit: int) -> list[ConversationHit] | None:
         until = _cut_off()
         keyword_search = self._keyword_beside(
             partial(

@@ -194,6 +194,7 @@ class _SlowModel:
 async def test_learning_shows_while_a_job_waits_on_its_model_then_ready(tmp_path: Path) -> None:
     said = Said()
     engine = await _engine(tmp_path, said, {"learning": {"enabled": True}})
+    await engine.settle_start()  # learning attaches after the first recall; no recall comes here
     model = _SlowModel()
     engine.learning.model = model
     try:

@@ -44,7 +44,9 @@ async def _engine(tmp_path: Path, learning: dict[str, Any]) -> Engine:
     env = {"HOME": str(tmp_path), "PI_CODING_AGENT_DIR": str(agent)}
     params = {"protocolVersion": "1.0", "client": {"name": "t", "version": "0"}, "cwd": str(tmp_path)}
     hs = handshake(InitializeParams.model_validate(params), env)
-    return await Engine.open(hs.loaded, hs.agent_dir, hs.cwd, env=env)
+    engine = await Engine.open(hs.loaded, hs.agent_dir, hs.cwd, env=env)
+    await engine.settle_start()  # learning attaches after the first recall; no recall comes here
+    return engine
 
 
 @pytest.fixture(autouse=True)

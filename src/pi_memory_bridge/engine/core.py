@@ -180,7 +180,7 @@ class Engine:
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(self._quiet.wait(), QUIET_START_S)
 
-    async def _settle_start(self) -> None:
+    async def settle_start(self) -> None:
         """The held-back start-up work, now: done when this returns (for a request that needs it)."""
         self._quiet.set()
         if self._attaching is not None:
@@ -226,31 +226,31 @@ class Engine:
             self._quiet.set()
 
     async def turn_settled(self, p: TurnSettledParams) -> TurnSettledResult:
-        await self._settle_start()
+        await self.settle_start()
         if self.pause.paused():
             return pause.paused_capture()
         return await self._capture.turn_settled(p)
 
     async def tool_call(self, p: ToolCallParams) -> ToolCallResult:
-        await self._settle_start()
+        await self.settle_start()
         if self.pause.paused():
             return pause.paused_tool()
         return await self._tools.call(p)
 
     async def command_run(self, p: CommandRunParams) -> CommandStep:
-        await self._settle_start()
+        await self.settle_start()
         return await self.commands.run(p)
 
     async def command_answer(self, p: CommandAnswerParams) -> CommandStep:
-        await self._settle_start()
+        await self.settle_start()
         return await self.commands.answer(p)
 
     async def learning_trigger(self, p: LearningTriggerParams) -> LearningTriggerResult:
-        await self._settle_start()
+        await self.settle_start()
         return self.learning.trigger(p.reason)
 
     async def status_report(self, pi_session_id: str = "") -> StatusReport:
-        await self._settle_start()
+        await self.settle_start()
         report = await self._status.report(pi_session_id)
         return report.with_pause(self.pause.project if self.pause.paused() else "")
 

@@ -79,6 +79,17 @@ async def test_a_turn_live_capture_never_got_is_stored_at_the_next_start(tmp_pat
         await sidecar.shutdown()
 
 
+async def test_a_start_that_ends_at_once_still_makes_its_catch_up_pass(tmp_path: Path) -> None:
+    # a short `pi -p` may end before its first recall's quiet period is over: the held-back
+    # catch-up still looks once, or no short run would ever catch anything up
+    agent = _agent(tmp_path)
+    _session(agent).turn("turn said while the sidecar was down")
+    sidecar = await _start(agent)
+    await sidecar.shutdown()
+    runner = sidecar.catch_up.runner
+    assert runner is not None and runner.progress.passes == 1 and runner.progress.queued == 1
+
+
 async def test_a_turn_seen_live_and_by_catch_up_is_stored_once(tmp_path: Path) -> None:
     agent = _agent(tmp_path)
     w = _session(agent)

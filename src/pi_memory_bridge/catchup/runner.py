@@ -164,6 +164,7 @@ class CatchUpRunner:
         self._state: CatchUpState | None = None
         self._task: asyncio.Task[None] | None = None
         self._nudged = asyncio.Event()
+        self.passed = asyncio.Event()  # set once a pass finished (whatever its outcome)
         self._failures = 0
         self._skipped: set[tuple[str, str]] = set()
         self._already: set[str] = set()
@@ -202,6 +203,7 @@ class CatchUpRunner:
                 log.exception("catch-up pass failed")
                 self.progress.last_error = _clean(exc)
                 outcome = PassOutcome(failed=True)
+            self.passed.set()
             if outcome.failed:
                 delay = RETRY_S[min(self._failures, len(RETRY_S) - 1)]
                 self._failures += 1

@@ -4,6 +4,7 @@ session files in the background (never on Pi's path), and `/tdai-memory-import`.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import importlib
 import logging
 from collections.abc import Awaitable, Callable
@@ -21,6 +22,9 @@ if TYPE_CHECKING:  # not imported at run time: the engine opens without the comm
     from pi_memory_bridge.commands.status import Problem
 
 log = logging.getLogger(__name__)
+
+# Within the exit watchdog (5 s), which Pi never waits for: the first pass at a start's end
+FIRST_PASS_AT_EXIT_S = 3.0
 
 
 class CatchUp:
@@ -47,9 +51,7 @@ class CatchUp:
     async def _start(self, after: Callable[[], Awaitable[None]] | None) -> None:
         try:
             if after is not None:
-                await after()
-                if self._closing:
-                    return
+                await after()  # returns at once when the engine shuts down: see `stop`
             service = await asyncio.to_thread(importlib.import_module, "pi_memory_bridge.catchup.service")
             if self._closing:
                 return
@@ -94,9 +96,18 @@ class CatchUp:
         return service.status_sentence(self.runner, self._loaded, self.imports)
 
     async def stop(self) -> None:
-        self._closing = True
+        """A start whose first pass has not run yet still gets it, bounded: nobody waits for the
+        sidecar's exit, and a short `pi -p` (first recall answered, turn settled, gone within a
+        second) would otherwise end before catch-up ever looked, at every start."""
+        loop = asyncio.get_running_loop()
+        until = loop.time() + FIRST_PASS_AT_EXIT_S
         if self._starting is not None:
-            await asyncio.wait({self._starting}, timeout=1.0)
+            await asyncio.wait({self._starting}, timeout=FIRST_PASS_AT_EXIT_S)
+        runner = self.runner
+        if runner is not None and not runner.passed.is_set():
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(runner.passed.wait(), max(0.0, until - loop.time()))
+        self._closing = True  # a start still importing gives up (`_start`)
         for work in (self.runner, self.imports):
             if work is not None:
                 await work.stop()

@@ -158,7 +158,8 @@ def test_pi_killed_right_after_the_answer_loses_nothing(
         os.killpg(proc.pid, signal.SIGKILL)  # Pi and its sidecar, the way a crash takes both
     finally:
         proc.wait(timeout=10)
-    assert _texts(pi_env)[turn] == 0 and turn not in _queued(pi_env)  # the shim never heard of it
+    if not catch_up:  # live capture never heard of it (with catch-up, this run's own pass may have)
+        assert _texts(pi_env)[turn] == 0 and turn not in _queued(pi_env)
     _assert_once_or_lost(pi_env, [turn], catch_up)
 
 

@@ -288,8 +288,14 @@ class Bridge {
 		this.s.ctx = ctx;
 		const show = (message: string, level: "info" | "warning" | "error"): void => {
 			if (!message) return;
-			if (ctx.hasUI) ctx.ui.notify(message, level);
-			else process.stderr.write(`${message}\n`); // print/json mode has no UI to show it
+			let hasUi: boolean;
+			try {
+				hasUi = ctx.hasUI;
+				if (hasUi) ctx.ui.notify(message, level);
+			} catch {
+				return; // the ctx went stale with a runtime replacement: its session is gone, and its message
+			}
+			if (!hasUi) process.stderr.write(`${message}\n`); // print/json mode has no UI to show it
 		};
 		try {
 			let step = await this.call(

@@ -273,6 +273,31 @@ test("a notice is shown to the user; the consent question runs the learning comm
 	assert.deepEqual(headless.notes, []);
 });
 
+test("a command whose session was replaced before the sidecar answered drops its message instead of throwing", async () => {
+	let answer: (step: unknown) => void = () => {};
+	const b = bridge({ "command/run": () => new Promise((r) => (answer = r)) });
+	const c = fakeCtx({ model: { provider: "fake", id: "m" } });
+	b.handlers.get("session_start")!({ reason: "startup" }, c.ctx);
+	b.made[0]!.events.onNotification("learning/consent", {}); // runs the question in the background
+	await new Promise((r) => setTimeout(r, 10));
+	const stale = () => {
+		throw new Error("This extension ctx is stale after session replacement or reload.");
+	};
+	Object.defineProperty(c.ctx, "hasUI", { get: stale }); // what Pi does to a replaced session's ctx
+	c.ctx.ui.notify = stale;
+	const failures: unknown[] = [];
+	const onRejection = (e: unknown) => failures.push(e);
+	process.on("unhandledRejection", onRejection);
+	try {
+		answer({ kind: "done", title: "", message: "learning is off", options: [], placeholder: "", level: "info", footer: footer("ready", "memory: ready") });
+		await new Promise((r) => setTimeout(r, 20));
+	} finally {
+		process.off("unhandledRejection", onRejection);
+	}
+	assert.deepEqual(failures, []);
+	assert.deepEqual(c.notes, []);
+});
+
 test("Pi about to compact asks the sidecar to learn, without waiting for it", () => {
 	const b = bridge({ "learning/trigger": () => new Promise(() => {}) }); // never answers
 	const c = fakeCtx();

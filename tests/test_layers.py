@@ -25,6 +25,7 @@ LAYERS: dict[str, int] = {
     "deadline": FOUNDATION,  # the current recall's deadline, read deep below it
     "surrogates": FOUNDATION,  # lone UTF-16 surrogates made U+FFFD at every boundary
     "private_files": FOUNDATION,  # 0600/0700 for everything we create
+    "project": FOUNDATION,  # which project a working directory belongs to
     "footer": FOUNDATION,  # the footer's states and their text: named by flows, sent on the wire
     "redact": FOUNDATION,
     "config": FOUNDATION,
@@ -38,6 +39,8 @@ LAYERS: dict[str, int] = {
     "outbox": DOMAIN,
     "tools": DOMAIN,
     "skills": DOMAIN,
+    "vocabulary": DOMAIN,  # what a dialog and the status report are made of
+    "operations": DOMAIN,  # shared by Pi's commands, the terminal and the inspector
     "commands": DOMAIN,
     "learning": DOMAIN,  # consolidation into L1: jobs, validation, scheduling
     "wire": WIRE,  # the wire models: the engine maps the domain to them at its edge

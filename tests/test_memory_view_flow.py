@@ -11,13 +11,13 @@ import pytest
 from flow_driver import Step, start
 from pi_memory_bridge import footer
 from pi_memory_bridge.backends.local import LocalBackend
-from pi_memory_bridge.commands.dialog import Flow
-from pi_memory_bridge.commands.forget import ForgetDeps
 from pi_memory_bridge.commands.memory_flow import BACK, CLOSE, EDIT, FORGET, SEARCH, TITLE, memory_flow
-from pi_memory_bridge.commands.pause import ProjectPause, project_key, set_paused
-from pi_memory_bridge.commands.status import render_status
 from pi_memory_bridge.config import global_config_path, load_config
 from pi_memory_bridge.engine.core import Engine
+from pi_memory_bridge.operations.forget import ForgetDeps
+from pi_memory_bridge.operations.pause import ProjectPause, project_key, set_paused
+from pi_memory_bridge.vocabulary.dialog import Flow
+from pi_memory_bridge.vocabulary.status import render_status
 from pi_memory_bridge.wire import Footer, RecallParams, ToolCallParams, TurnSettledParams
 
 SECRET = "sk-proj-" + "Zx9Yw8Vu7Ts6Rq5Po4Nm3Lk2Ji1Hg0FeDcBa98"

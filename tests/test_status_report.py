@@ -6,7 +6,10 @@ import dataclasses
 from pathlib import Path
 
 from pi_memory_bridge.capture.identity import BranchIdentity
-from pi_memory_bridge.commands.status import (
+from pi_memory_bridge.config import load_config
+from pi_memory_bridge.outbox import OutboxCounts
+from pi_memory_bridge.recall import Layer, LayerResult, RecallOutcome
+from pi_memory_bridge.vocabulary.status import (
     Problem,
     StatusReport,
     describe_budget,
@@ -21,9 +24,6 @@ from pi_memory_bridge.commands.status import (
     render_status,
     sdk_problems,
 )
-from pi_memory_bridge.config import load_config
-from pi_memory_bridge.outbox import OutboxCounts
-from pi_memory_bridge.recall import Layer, LayerResult, RecallOutcome
 
 
 def test_every_outbox_trouble_is_a_problem_with_its_fix() -> None:

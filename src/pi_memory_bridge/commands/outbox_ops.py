@@ -13,7 +13,6 @@ import asyncio
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
-from pi_memory_bridge.commands.dialog import Dialog, Outcome
 from pi_memory_bridge.outbox import (
     ALL,
     AllRecords,
@@ -24,6 +23,7 @@ from pi_memory_bridge.outbox import (
     RecordState,
 )
 from pi_memory_bridge.redact import redact_text
+from pi_memory_bridge.vocabulary.dialog import Dialog, Outcome
 
 USAGE = (
     "usage: /tdai-memory-outbox [status | list [pending|in_flight|dead|quarantined] | flush | "

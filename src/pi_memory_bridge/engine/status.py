@@ -8,7 +8,17 @@ from pathlib import Path
 from pi_memory_bridge._version import PROTOCOL_VERSION, __version__
 from pi_memory_bridge.backends.base import BackendError, SearchesByMeaning
 from pi_memory_bridge.commands.outbox_ops import describe_counts
-from pi_memory_bridge.commands.status import (
+from pi_memory_bridge.config import LoadedConfig
+from pi_memory_bridge.engine.backend_slot import BackendSlot
+from pi_memory_bridge.engine.capture import CaptureStats
+from pi_memory_bridge.engine.catch_up import CatchUp
+from pi_memory_bridge.engine.learning import Learning
+from pi_memory_bridge.engine.learning_status import describe, sentence
+from pi_memory_bridge.engine.recall import Recall
+from pi_memory_bridge.engine.sessions import Sessions
+from pi_memory_bridge.outbox import OutboxCounts
+from pi_memory_bridge.redact import redact_text
+from pi_memory_bridge.vocabulary.status import (
     Problem,
     StatusReport,
     config_problems,
@@ -22,16 +32,6 @@ from pi_memory_bridge.commands.status import (
     outbox_problems,
     sdk_problems,
 )
-from pi_memory_bridge.config import LoadedConfig
-from pi_memory_bridge.engine.backend_slot import BackendSlot
-from pi_memory_bridge.engine.capture import CaptureStats
-from pi_memory_bridge.engine.catch_up import CatchUp
-from pi_memory_bridge.engine.learning import Learning
-from pi_memory_bridge.engine.learning_status import describe, sentence
-from pi_memory_bridge.engine.recall import Recall
-from pi_memory_bridge.engine.sessions import Sessions
-from pi_memory_bridge.outbox import OutboxCounts
-from pi_memory_bridge.redact import redact_text
 
 
 def sdk_state() -> str:

@@ -20,7 +20,7 @@ from pathlib import Path
 from pi_memory_bridge.backends.local.learned_rows import MemoryRow
 from pi_memory_bridge.backends.local.memories import LearnedMemories
 from pi_memory_bridge.backends.local.notes import NoteFiles
-from pi_memory_bridge.learning.project import project_name
+from pi_memory_bridge.project import project_name
 
 PROFILE_FILENAME = "profile.learned.md"
 PROJECT_DIR = "learned"

@@ -18,14 +18,14 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
-from pi_memory_bridge.commands._setup_config import read_existing
-from pi_memory_bridge.commands.dialog import Outcome
 from pi_memory_bridge.config import (
     BridgeConfig,
     global_config_path,
     read_json_object,
     write_global_config,
 )
+from pi_memory_bridge.operations.global_config import read_existing
+from pi_memory_bridge.vocabulary.dialog import Outcome
 
 
 def project_key(cwd: Path) -> str:

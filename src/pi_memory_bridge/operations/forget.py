@@ -14,9 +14,9 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from pi_memory_bridge.backends.base import BackendError, Capability, DeleteReport, MemoryBackend
-from pi_memory_bridge.commands.dialog import Cancelled, Dialog, Outcome
 from pi_memory_bridge.outbox.delivery import PendingMatch
 from pi_memory_bridge.redact import redact_text
+from pi_memory_bridge.vocabulary.dialog import Cancelled, Dialog, Outcome
 
 SEARCH_LIMIT = 20
 PREVIEW_CHARS = 140

@@ -1,24 +1,24 @@
-"""Which project a session works on: the git work tree's root, else the directory Pi runs in."""
+"""Which project a session works on: the git work tree's root, else the directory Pi runs in.
+
+One rule for every room that keys on a project (pausing, learning's memories and notes, the
+inspector): symlinks are resolved first, so a checkout reached through a symlink and through its
+real path is one project, and a pause said in one is honoured in the other.
+"""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
-
-MAX_DEPTH = 64
 
 
 def project_of(cwd: Path) -> str:
     """The nearest ancestor of `cwd` (itself included) holding `.git` (a directory, or the file a
-    worktree or submodule has), else `cwd`; always an absolute path."""
-    start = cwd.expanduser().absolute()
-    here = start
-    for _ in range(MAX_DEPTH):
-        if (here / ".git").exists():
-            return str(here)
-        if here.parent == here:
-            break
-        here = here.parent
-    return str(start)
+    worktree or submodule has), else `cwd`; always an absolute path with symlinks resolved."""
+    here = Path(os.path.realpath(cwd.expanduser()))
+    for folder in (here, *here.parents):
+        if (folder / ".git").exists():
+            return str(folder)
+    return str(here)
 
 
 def project_name(project: str) -> str:

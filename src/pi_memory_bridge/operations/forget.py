@@ -1,9 +1,8 @@
-"""`/tdai-memory-forget <query>`: find, preview (redacted), choose, confirm, delete, report.
+"""Forgetting: find what matches a query and delete exactly what the user chose, in Pi
+(`commands.forget`), the terminal and the inspector alike.
 
-Nothing is deleted without an explicit "yes" in an interactive dialog (every confirm starts on
-No, and the first choice is one by one, never "all"). A search or delete failure
-is reported as such, never as "nothing matched". Records still waiting in the local outbox are
-found and removed too, so a forgotten turn is not delivered afterwards.
+A search or delete failure is reported as such, never as "nothing matched". Records still waiting
+in the local outbox are found and removed too, so a forgotten turn is not delivered afterwards.
 """
 
 from __future__ import annotations
@@ -11,48 +10,18 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
-from datetime import datetime
 
 from pi_memory_bridge.backends.base import BackendError, Capability, DeleteReport, MemoryBackend
 from pi_memory_bridge.outbox.delivery import PendingMatch
 from pi_memory_bridge.redact import redact_text
-from pi_memory_bridge.vocabulary.dialog import Cancelled, Dialog, Outcome
+from pi_memory_bridge.vocabulary.forget import ForgetCandidate
 
 SEARCH_LIMIT = 20
-PREVIEW_CHARS = 140
-ALL = "Delete all of them"
-CHOOSE = "Choose one by one"
-CANCEL = "Cancel"
-
-
-@dataclass(frozen=True, slots=True)
-class ForgetCandidate:
-    layer: str  # "L1", "L0" or "outbox"
-    id: str
-    when: datetime | None
-    text: str
-    prompt: str = ""  # a turn's user text: what a recall trace may have kept of it
-
-    @classmethod
-    def for_memory(cls, memory_id: str, kind: str, content: str, when: datetime | None) -> ForgetCandidate:
-        return cls("L1", memory_id, when, f"{kind}: {content}")
-
-    @classmethod
-    def for_turn(
-        cls, turn_id: str, user: str, assistant: str, when: datetime | None, *, layer: str = "L0"
-    ) -> ForgetCandidate:
-        return cls(layer, turn_id, when, f"user: {user} / assistant: {assistant}", prompt=user)
-
-    def preview(self) -> str:
-        clean = " ".join(redact_text(self.text).text.split())
-        short = clean if len(clean) <= PREVIEW_CHARS else clean[: PREVIEW_CHARS - 1] + "…"
-        day = self.when.strftime("%Y-%m-%d") if self.when else "?"
-        return f"[{self.layer} {day}] {short}"
 
 
 PendingSearch = Callable[[str], Awaitable[list[PendingMatch]]]
 PendingRemove = Callable[[Sequence[str]], Awaitable[DeleteReport]]
-Forgotten = Callable[[Sequence["ForgetCandidate"]], Awaitable[None]]
+Forgotten = Callable[[Sequence[ForgetCandidate]], Awaitable[None]]
 
 
 @dataclass(frozen=True, slots=True)
@@ -102,54 +71,6 @@ async def _search_l1(backend: MemoryBackend, query: str) -> list[ForgetCandidate
 async def _search_l0(backend: MemoryBackend, query: str) -> list[ForgetCandidate]:
     hits = await backend.conversation.search(query, SEARCH_LIMIT)
     return [ForgetCandidate.for_turn(h.turn_id, h.user_text, h.assistant_text, h.created_at) for h in hits]
-
-
-async def forget_flow(deps: ForgetDeps, query: str, dialog: Dialog) -> Outcome:
-    query = query.strip()
-    if not query:
-        return Outcome("usage: /tdai-memory-forget <words to look for>", "warning")
-    found, failures = await _search(deps, query)
-    failure_text = "\n".join(f"! {f}" for f in failures)
-    if not found:
-        if failures:
-            return Outcome(f"Could not search everything, so nothing was deleted:\n{failure_text}", "error")
-        return Outcome(f"Nothing in memory matches {query!r}.")
-    listing = "\n".join(f"{i + 1}. {c.preview()}" for i, c in enumerate(found))
-    header = f"{len(found)} item(s) match {query!r}:\n{listing}"
-    if failures:
-        header += f"\n{failure_text}"
-    if not dialog.has_ui:
-        return Outcome(
-            f"{header}\nNo interactive UI here, so nothing was deleted. Run /tdai-memory-forget in "
-            "interactive Pi or `pi-memory-bridge forget` in a terminal.",
-            "warning",
-        )
-    try:
-        chosen = await _choose(found, header, dialog)
-    except Cancelled:
-        return Outcome("Cancelled: nothing was deleted.")
-    if not chosen:
-        return Outcome("Nothing chosen: nothing was deleted.")
-    summary = "\n".join(c.preview() for c in chosen)
-    if not await dialog.confirm(f"Delete {len(chosen)} item(s)? This cannot be undone.", summary):
-        return Outcome("Not confirmed: nothing was deleted.")
-    report = await delete_candidates(deps, chosen)
-    ok = all(line.startswith("deleted") for line in report)
-    return Outcome("\n".join(report), "info" if ok else "error")
-
-
-async def _choose(found: Sequence[ForgetCandidate], header: str, dialog: Dialog) -> list[ForgetCandidate]:
-    """What the user picks; one by one comes first, so deleting all is never the preselection."""
-    choice = await dialog.select(f"Forget: {len(found)} item(s) match", [CHOOSE, ALL, CANCEL], header)
-    if choice == ALL:
-        return list(found)
-    if choice != CHOOSE:
-        raise Cancelled
-    return [
-        cand
-        for i, cand in enumerate(found)
-        if await dialog.confirm(f"Forget item {i + 1} of {len(found)}?", cand.preview())
-    ]
 
 
 async def delete_candidates(deps: ForgetDeps, chosen: Sequence[ForgetCandidate]) -> list[str]:

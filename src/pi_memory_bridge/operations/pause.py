@@ -1,7 +1,8 @@
-"""Pausing memory for one project: `/tdai-memory-pause`, `/tdai-memory-resume`.
+"""Pausing memory for one project: `/tdai-memory-pause`, `/tdai-memory-resume`, and the terminal's
+`pause` and `resume`.
 
-A project is its git root (the nearest ancestor with `.git`), else the working directory, as a
-resolved absolute path. The paused ones are listed in the global config (`pausedProjects`),
+A project is `project.project_of` (the git root with symlinks resolved, the same one learning
+files its memories under). The paused ones are listed in the global config (`pausedProjects`),
 written atomically (0600) like every config change; a file with errors is never rewritten. While
 paused, nothing of this project is captured and nothing is recalled into it; other projects go on.
 
@@ -25,16 +26,7 @@ from pi_memory_bridge.config import (
     write_global_config,
 )
 from pi_memory_bridge.operations.global_config import read_existing
-from pi_memory_bridge.vocabulary.dialog import Outcome
-
-
-def project_key(cwd: Path) -> str:
-    """The project `cwd` belongs to: its git root, else `cwd` itself (resolved)."""
-    here = Path(os.path.realpath(cwd))
-    for folder in (here, *here.parents):
-        if (folder / ".git").exists():
-            return str(folder)
-    return str(here)
+from pi_memory_bridge.project import project_of
 
 
 def _paused_in(data: dict[str, object] | None) -> frozenset[str] | None:
@@ -53,7 +45,7 @@ def paused_check(agent_dir: Path) -> Callable[[str | None], bool]:
     listed = _paused_in(read.data if read.exists else None) or frozenset()
 
     def paused(cwd: str | None) -> bool:
-        return bool(listed) and cwd is not None and project_key(Path(cwd)) in listed
+        return bool(listed) and cwd is not None and project_of(Path(cwd)) in listed
 
     return paused
 
@@ -63,7 +55,7 @@ class ProjectPause:
 
     def __init__(self, agent_dir: Path, cwd: Path) -> None:
         self.agent_dir = agent_dir
-        self.project = project_key(cwd)
+        self.project = project_of(cwd)
         self._path = global_config_path(agent_dir)
         self._seen: tuple[int, int, int] | None = None
         self._paused = False
@@ -114,10 +106,3 @@ def set_paused(agent_dir: Path, project: str, paused: bool) -> PauseOutcome:
     else:
         message = f"Memory is on again for {project}."
     return PauseOutcome(True, True, message)
-
-
-async def pause_flow(pause: ProjectPause, *, paused: bool) -> Outcome:
-    """Nothing is deleted either way and it is undone by the other command, so nothing is asked;
-    the footer after the command says "paused" (or the engine's state again)."""
-    outcome = set_paused(pause.agent_dir, pause.project, paused)
-    return Outcome(outcome.message, "info" if outcome.ok else "error")

@@ -7,7 +7,6 @@ from pathlib import Path
 
 from pi_memory_bridge._version import PROTOCOL_VERSION, __version__
 from pi_memory_bridge.backends.base import BackendError, SearchesByMeaning
-from pi_memory_bridge.commands.outbox_ops import describe_counts
 from pi_memory_bridge.config import LoadedConfig
 from pi_memory_bridge.engine.backend_slot import BackendSlot
 from pi_memory_bridge.engine.capture import CaptureStats
@@ -16,6 +15,7 @@ from pi_memory_bridge.engine.learning import Learning
 from pi_memory_bridge.engine.learning_status import describe, sentence
 from pi_memory_bridge.engine.recall import Recall
 from pi_memory_bridge.engine.sessions import Sessions
+from pi_memory_bridge.operations.outbox import describe_counts
 from pi_memory_bridge.outbox import OutboxCounts
 from pi_memory_bridge.redact import redact_text
 from pi_memory_bridge.vocabulary.status import (

@@ -16,11 +16,7 @@ from pi_memory_bridge.engine.learning_status import describe, sentence
 from pi_memory_bridge.engine.recall import Recall
 from pi_memory_bridge.engine.sessions import Sessions
 from pi_memory_bridge.operations.outbox import describe_counts
-from pi_memory_bridge.outbox import OutboxCounts
-from pi_memory_bridge.redact import redact_text
-from pi_memory_bridge.vocabulary.status import (
-    Problem,
-    StatusReport,
+from pi_memory_bridge.operations.status_lines import (
     config_problems,
     describe_budget,
     describe_embeddings,
@@ -32,6 +28,9 @@ from pi_memory_bridge.vocabulary.status import (
     outbox_problems,
     sdk_problems,
 )
+from pi_memory_bridge.outbox import OutboxCounts
+from pi_memory_bridge.redact import redact_text
+from pi_memory_bridge.vocabulary.status import Problem, StatusReport
 
 
 def sdk_state() -> str:

@@ -14,7 +14,7 @@ from pydantic import BaseModel
 
 from learning_helpers import ScriptedModel, extract, turn
 from pi_memory_bridge.backends.local import LocalBackend
-from pi_memory_bridge.backends.local.memories import LearnedMemories
+from pi_memory_bridge.backends.local.learning.memories import LearnedMemories
 from pi_memory_bridge.commands.learning import KEEP, UNDO
 from pi_memory_bridge.config import LearningSettings, global_config_path, load_config
 from pi_memory_bridge.engine.dialogs import FlowRegistry

@@ -17,8 +17,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from pi_memory_bridge.backends.local.learned_rows import MemoryRow
-from pi_memory_bridge.backends.local.memories import LearnedMemories
+from pi_memory_bridge.backends.local.learning.learned_rows import MemoryRow
+from pi_memory_bridge.backends.local.learning.memories import LearnedMemories
 from pi_memory_bridge.backends.local.notes import NoteFiles
 from pi_memory_bridge.project import project_name
 

@@ -11,13 +11,14 @@ import pytest
 from flow_driver import Step, start
 from pi_memory_bridge import footer
 from pi_memory_bridge.backends.local import LocalBackend
-from pi_memory_bridge.commands.dialog import Flow
-from pi_memory_bridge.commands.forget import ForgetDeps
 from pi_memory_bridge.commands.memory_flow import BACK, CLOSE, EDIT, FORGET, SEARCH, TITLE, memory_flow
-from pi_memory_bridge.commands.pause import ProjectPause, project_key, set_paused
-from pi_memory_bridge.commands.status import render_status
 from pi_memory_bridge.config import global_config_path, load_config
 from pi_memory_bridge.engine.core import Engine
+from pi_memory_bridge.operations.forget import ForgetDeps
+from pi_memory_bridge.operations.pause import ProjectPause, set_paused
+from pi_memory_bridge.project import project_of
+from pi_memory_bridge.vocabulary.dialog import Flow
+from pi_memory_bridge.vocabulary.status import render_status
 from pi_memory_bridge.wire import Footer, RecallParams, ToolCallParams, TurnSettledParams
 
 SECRET = "sk-proj-" + "Zx9Yw8Vu7Ts6Rq5Po4Nm3Lk2Ji1Hg0FeDcBa98"
@@ -101,16 +102,6 @@ async def test_without_a_ui_it_prints_an_overview_and_changes_nothing(backend: L
     assert down.level == "error" and "store is damaged" in down.message
 
 
-def test_project_key_is_the_git_root_else_the_folder(tmp_path: Path) -> None:
-    repo = tmp_path / "repo"
-    (repo / ".git").mkdir(parents=True)
-    (repo / "src" / "deep").mkdir(parents=True)
-    assert project_key(repo / "src" / "deep") == str(repo.resolve())
-    plain = tmp_path / "plain"
-    plain.mkdir()
-    assert project_key(plain) == str(plain.resolve())
-
-
 def test_pause_is_written_privately_seen_at_once_and_keeps_other_settings(tmp_path: Path) -> None:
     agent = tmp_path / "agent"
     path = global_config_path(agent)
@@ -150,7 +141,7 @@ async def test_a_paused_project_gets_no_recall_no_capture_and_no_tools(tmp_path:
     loaded = load_config(agent_dir=agent, cwd=work, project_trusted=False, env={})
     engine = await Engine.open(loaded, agent, work, env={})
     try:
-        assert set_paused(agent, project_key(work), True).ok
+        assert set_paused(agent, project_of(work), True).ok
         recalled = await engine.recall(RecallParams(pi_session_id="s", prompt="what do I like?"))
         assert recalled.outcome == "disabled" and recalled.footer == Footer.of(footer.PAUSED)
         answer = {"role": "assistant", "content": [{"type": "text", "text": "hello"}], "stopReason": "stop"}
@@ -163,9 +154,9 @@ async def test_a_paused_project_gets_no_recall_no_capture_and_no_tools(tmp_path:
         assert tool.is_error and "paused" in tool.text
         assert engine.footer() == footer.PAUSED
         report = await engine.status_report()
-        assert report.paused_project == project_key(work)
+        assert report.paused_project == project_of(work)
         assert "Memory is paused for this project" in render_status(report)
-        assert set_paused(agent, project_key(work), False).ok
+        assert set_paused(agent, project_of(work), False).ok
         assert engine.footer() == footer.READY
     finally:
         await engine.shutdown()

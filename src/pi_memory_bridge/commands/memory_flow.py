@@ -12,11 +12,12 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 
 from pi_memory_bridge.backends.base import BackendError, Capability, MemoryBackend
-from pi_memory_bridge.commands import memory_view as view
-from pi_memory_bridge.commands.dialog import Cancelled, Dialog, Outcome
-from pi_memory_bridge.commands.forget import ForgetCandidate, ForgetDeps, forget_chosen
-from pi_memory_bridge.commands.memory_view import MemoryItem
+from pi_memory_bridge.operations import memory_view as view
+from pi_memory_bridge.operations.forget import ForgetDeps, forget_chosen
+from pi_memory_bridge.operations.memory_view import MemoryItem
 from pi_memory_bridge.redact import redact_text
+from pi_memory_bridge.vocabulary.dialog import Cancelled, Dialog, Outcome
+from pi_memory_bridge.vocabulary.forget import ForgetCandidate
 
 TITLE = "Memory: what it knows"
 PROFILE = "Profile"

@@ -44,6 +44,7 @@ LAYERS: dict[str, int] = {
     "surrogates": FOUNDATION,  # lone UTF-16 surrogates made U+FFFD at every boundary
     "private_files": FOUNDATION,  # 0600/0700 for everything we create
     "project": FOUNDATION,  # which project a working directory belongs to
+    "runtime_dir": FOUNDATION,  # this user's sockets and running inspectors
     "footer": FOUNDATION,  # the footer's states and their text: named by flows, sent on the wire
     "redact": FOUNDATION,
     "config": FOUNDATION,
@@ -55,6 +56,7 @@ LAYERS: dict[str, int] = {
     "cli": ENTRY,
     "ui": ENTRY,  # the memory inspector: a process of its own, like the sidecar
     "ui.extra": FOUNDATION,  # which optional packages it needs: asked by `/tdai-memory-ui` too
+    "ui.registry": FOUNDATION,  # which inspectors run: read by status and `serve --stop` too
 }
 
 

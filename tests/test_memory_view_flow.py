@@ -84,12 +84,26 @@ async def test_browse_by_kind_edit_and_forget(backend: LocalBackend) -> None:
 async def test_not_confirmed_forgets_nothing_and_search_lists_recent_on_empty(backend: LocalBackend) -> None:
     saved = await backend.memories.save("uses zsh", "fact", "user")
     d = Driver(lambda dialog: memory_flow(ForgetDeps(backend, ""), "", dialog))
-    end = await d.run(SEARCH, "", "~uses zsh", FORGET, False, None)
+    end = await d.run(SEARCH, "", "~uses zsh", FORGET, False, None, None, None)
     listing = next(s for s in d.steps if s.title.startswith("Most recent"))
     assert any("uses zsh" in o for o in listing.options)
     assert any("Not confirmed" in s.message for s in d.steps)
     assert await backend.memories.list(5, ids=[saved.id]) != []
     assert end.kind == "done" and end.message == ""
+
+
+async def test_escape_goes_back_one_level_and_closes_only_from_the_menu(backend: LocalBackend) -> None:
+    await backend.memories.save("uses zsh", "fact", "user")
+    d = Driver(lambda dialog: memory_flow(ForgetDeps(backend, ""), "", dialog))
+    end = await d.run("~Facts (1)", "~uses zsh", None, None, None)  # Escape from item, list, menu
+    titles = [s.title for s in d.steps]
+    assert titles[1].startswith("Facts") and "uses zsh" in titles[2]
+    assert titles[3].startswith("Facts")  # Escape on the item: back to its list
+    assert titles[4] == TITLE  # Escape on the list: back to the menu
+    assert end.kind == "done"  # Escape on the menu closes
+    searched = Driver(lambda dialog: memory_flow(ForgetDeps(backend, ""), "zsh", dialog))
+    back = await searched.run(None)  # a search started from the command line: Escape opens the menu
+    assert back.kind == "select" and back.title == TITLE
 
 
 async def test_without_a_ui_it_prints_an_overview_and_changes_nothing(backend: LocalBackend) -> None:

@@ -79,8 +79,9 @@ async def serve(
     server = uvicorn.Server(config)
     from pi_memory_bridge.ui import registry
 
-    print(guard.start_url, flush=True)
+    # listed before the address is printed: whoever read the address finds it registered
     listed = registry.register(env, guard.start_url, agent_dir)
+    print(guard.start_url, flush=True)
     print(
         f"memory inspector for {agent_dir}: open the address above; it stops on Ctrl-C "
         f"or after {idle_s / 60:.0f} minutes without use",

@@ -48,13 +48,13 @@ LAYERS: dict[str, int] = {
     "redact": FOUNDATION,
     "config": FOUNDATION,
     "rpc": FOUNDATION,  # generic JSON-RPC 2.0 transport: knows nothing of memory
+    "inspector_packages": FOUNDATION,  # which packages the inspector needs: `/tdai-memory-ui` asks too
     **{name: FOUNDATION + 1 + rank for rank, name in enumerate(DOMAIN_ORDER)},
     "wire": WIRE,  # the wire models: the engine maps the domain to them at its edge
     "engine": ENGINE,  # everything that connects the protocol to the domain
     "sidecar": ENTRY,
     "cli": ENTRY,
     "ui": ENTRY,  # the memory inspector: a process of its own, like the sidecar
-    "ui.extra": FOUNDATION,  # which optional packages it needs: asked by `/tdai-memory-ui` too
 }
 
 

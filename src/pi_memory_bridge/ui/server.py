@@ -109,7 +109,7 @@ async def serve(
 
 def run(*, port: int, open_browser: bool, idle_minutes: float) -> int:
     """The CLI entry: checks the extra, sets up logging, serves; Ctrl-C ends it without a traceback."""
-    from pi_memory_bridge.ui.extra import missing_message
+    from pi_memory_bridge.inspector_packages import missing_message
 
     missing = missing_message()
     if missing is not None:

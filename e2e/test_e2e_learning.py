@@ -41,6 +41,8 @@ def jobs(env: PiEnv) -> list[dict[str, Any]]:
     if not path.exists():
         return []
     with _db(env) as con:
+        if con.execute("SELECT 1 FROM sqlite_master WHERE name = 'learning_jobs'").fetchone() is None:
+            return []  # the sidecar created the file and has not migrated it yet (a loaded machine)
         return [dict(r) for r in con.execute("SELECT * FROM learning_jobs ORDER BY created_at")]
 
 

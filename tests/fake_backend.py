@@ -171,6 +171,9 @@ class FakeBackend:
     def skills(self) -> None:
         return None
 
+    def learning(self) -> None:
+        return None
+
     async def close(self) -> None:
         return None
 

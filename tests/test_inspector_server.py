@@ -18,7 +18,7 @@ from urllib.parse import urlsplit
 import pytest
 
 from pi_memory_bridge.commands.inspector_launch import InspectorDeps, launch_detached
-from pi_memory_bridge.ui.extra import UI_REQUIREMENTS
+from pi_memory_bridge.inspector_packages import UI_REQUIREMENTS
 from waiting import wait_until
 
 REPO = Path(__file__).resolve().parents[1]

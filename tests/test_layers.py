@@ -45,18 +45,18 @@ LAYERS: dict[str, int] = {
     "private_files": FOUNDATION,  # 0600/0700 for everything we create
     "project": FOUNDATION,  # which project a working directory belongs to
     "runtime_dir": FOUNDATION,  # this user's sockets and running inspectors
+    "inspector_registry": FOUNDATION,  # which inspectors run: read by status and `serve --stop` too
     "footer": FOUNDATION,  # the footer's states and their text: named by flows, sent on the wire
     "redact": FOUNDATION,
     "config": FOUNDATION,
     "rpc": FOUNDATION,  # generic JSON-RPC 2.0 transport: knows nothing of memory
+    "inspector_packages": FOUNDATION,  # which packages the inspector needs: `/tdai-memory-ui` asks too
     **{name: FOUNDATION + 1 + rank for rank, name in enumerate(DOMAIN_ORDER)},
     "wire": WIRE,  # the wire models: the engine maps the domain to them at its edge
     "engine": ENGINE,  # everything that connects the protocol to the domain
     "sidecar": ENTRY,
     "cli": ENTRY,
     "ui": ENTRY,  # the memory inspector: a process of its own, like the sidecar
-    "ui.extra": FOUNDATION,  # which optional packages it needs: asked by `/tdai-memory-ui` too
-    "ui.registry": FOUNDATION,  # which inspectors run: read by status and `serve --stop` too
 }
 
 

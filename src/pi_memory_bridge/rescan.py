@@ -32,7 +32,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Final
 
-from pi_memory_bridge.backends.local.rescan import (
+from pi_memory_bridge.backends.data_dir import (
+    NoteFiles,
     RowsChanged,
     RowsListener,
     SecretsFound,
@@ -40,6 +41,7 @@ from pi_memory_bridge.backends.local.rescan import (
     TableReport,
     redact_arguments,
     redact_counted,
+    upgrade_store,
 )
 from pi_memory_bridge.outbox._records import ToolPayload, TurnPayload
 from pi_memory_bridge.redact import rules_fingerprint
@@ -140,9 +142,7 @@ def _scan_store(ddir: Path, report: RescanReport) -> None:
     db = ddir / STORE_FILE
     if not db.exists():
         return
-    from pi_memory_bridge.backends.local.store import SqliteMemoryStore
-
-    SqliteMemoryStore(db).close()  # brings the schema (and the tokenizer) up to date first
+    upgrade_store(db)  # the schema (and the tokenizer) up to date first
     scan = StoreRescan(db, listeners=list(_listeners))
     scan.run()
     report.turns, report.atomic = scan.turns, scan.atomic
@@ -201,8 +201,6 @@ def _scan_text_file(path: Path, shown: str, files: FilesReport, problems: list[s
 
 
 def _scan_notes(ddir: Path, report: RescanReport) -> None:
-    from pi_memory_bridge.backends.local.notes import NoteFiles
-
     notes = NoteFiles(ddir)
     listing = notes.list_scenarios()
     for entry in listing.entries:

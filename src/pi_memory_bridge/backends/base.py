@@ -8,6 +8,7 @@ skip what a backend cannot do instead of calling it and failing:
     backend.memories       AtomicStore         L1 atomic memories: search, save, edit, update, list, delete
     backend.notes          NoteStore           L2 scenario notes and the L3 profile (read)
     backend.search_skills / skills()           skill search (recall, tools) / the skill server (sync, capture)
+    backend.learning()                         the learning store (consolidation), or None
     backend.status / close                     health and lifecycle
 
 Errors are drawn as a tree so callers (the outbox in particular) can tell what to do:
@@ -29,6 +30,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 if TYPE_CHECKING:
+    from pi_memory_bridge.backends.learning import LearningStore
     from pi_memory_bridge.backends.local.semantic import SemanticStatus
     from pi_memory_bridge.backends.skills import SkillServer
 
@@ -300,6 +302,10 @@ class MemoryBackend(Protocol):
 
     def skills(self) -> SkillServer | None:
         """The skill server behind this backend (reading skills, skill capture), or None."""
+        ...
+
+    def learning(self) -> LearningStore | None:
+        """The learning store behind this backend (consolidation, proposals, undo), or None."""
         ...
 
     async def close(self) -> None: ...

@@ -127,7 +127,7 @@ def _run(argv: list[str] | None) -> int:
         gc.disable()
         if args.stop:
             from pi_memory_bridge.sidecar.daemon import stop_all
-            from pi_memory_bridge.ui import registry
+            from pi_memory_bridge import inspector_registry as registry
 
             sidecars, inspectors = len(stop_all(os.environ)), len(registry.stop_all(os.environ))
             print(

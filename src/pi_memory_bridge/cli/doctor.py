@@ -135,14 +135,14 @@ def _check_key_files(loaded: LoadedConfig) -> list[Check]:
 
 
 def _store_detail(db: Path) -> Callable[[sqlite3.Connection], Finding]:
-    from pi_memory_bridge.backends.local.schema import LATEST_VERSION
+    from pi_memory_bridge.backends.data_dir import latest_schema_version
+
+    latest = latest_schema_version()
 
     def read(conn: sqlite3.Connection) -> Finding:
         version = conn.execute("SELECT max(version) FROM schema_migrations").fetchone()[0] or 0
-        if version > LATEST_VERSION:
-            raise NewerSchema(
-                f"was written by a newer pi-memory-bridge (schema v{version} > v{LATEST_VERSION})"
-            )
+        if version > latest:
+            raise NewerSchema(f"was written by a newer pi-memory-bridge (schema v{version} > v{latest})")
         turns = conn.execute("SELECT count(*) FROM turns").fetchone()[0]
         atomic = conn.execute("SELECT count(*) FROM atomic").fetchone()[0]
         return Finding(f"{db} (schema v{version}; turns {turns}, atomic {atomic})")
@@ -201,7 +201,7 @@ def _check_outbox(db: Path) -> Check:
 
 
 def _check_notes(ddir: Path) -> list[Check]:
-    from pi_memory_bridge.backends.local.notes import NoteFiles
+    from pi_memory_bridge.backends.data_dir import NoteFiles
 
     notes = NoteFiles(ddir)
     checks: list[Check] = []

@@ -15,10 +15,9 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
-from pi_memory_bridge.backends.base import BackendError
+from pi_memory_bridge.backends.base import BackendError, MemoryBackend
 from pi_memory_bridge.backends.factory import open_backend
-from pi_memory_bridge.backends.local import LocalBackend
-from pi_memory_bridge.backends.local.learning.memories import LearnedMemories
+from pi_memory_bridge.backends.learning import LearnedMemories, LearningStore
 from pi_memory_bridge.commands.learning import UndoDeps, describe_job, undo_flow
 from pi_memory_bridge.config import LearningSettings, default_agent_dir, load_config
 from pi_memory_bridge.engine.learning import job_settings, similar_search
@@ -29,17 +28,23 @@ from pi_memory_bridge.redact import redact_text
 Ask = Callable[[str], str]
 
 
-def open_local() -> tuple[LocalBackend | None, str]:
+def open_learning() -> tuple[MemoryBackend, LearningStore] | str:
+    """The configured backend and its learning store, or why there is none (the caller closes
+    the backend)."""
     agent_dir = default_agent_dir(os.environ)
     loaded = load_config(agent_dir=agent_dir, cwd=Path.cwd(), project_trusted=False, env=os.environ)
+    only_local = f"learning works on the local backend only (this one is {loaded.config.backend})"
     if loaded.config.backend != "local":
-        return None, f"learning works on the local backend only (this one is {loaded.config.backend})"
+        return only_local  # without opening a server connection for nothing
     try:
         backend = open_backend(loaded, agent_dir)
     except (BackendError, OSError) as exc:
-        return None, f"memory store unavailable: {redact_text(str(exc)).text}"
-    assert isinstance(backend, LocalBackend)
-    return backend, ""
+        return f"memory store unavailable: {redact_text(str(exc)).text}"
+    store = backend.learning()
+    if store is None:
+        asyncio.run(backend.close())
+        return only_local
+    return backend, store
 
 
 async def _consolidate(max_jobs: int) -> int:
@@ -57,12 +62,13 @@ async def _consolidate(max_jobs: int) -> int:
             file=sys.stderr,
         )
         return 2
-    backend, problem = await asyncio.to_thread(open_local)
-    if backend is None:
-        print(problem, file=sys.stderr)
+    opened = await asyncio.to_thread(open_learning)
+    if isinstance(opened, str):
+        print(opened, file=sys.stderr)
         return 1
+    backend, store = opened
     model = EndpointModel(settings.endpoint, settings.model, os.environ)
-    memories = LearnedMemories(backend.store)
+    memories = store.memories
     failed = False
     try:
         for _ in range(max_jobs):
@@ -111,10 +117,10 @@ def consolidate(max_jobs: int = 50) -> int:
 async def _undo(args: str, ask: Ask) -> int:
     from pi_memory_bridge.cli.terminal import run_flow
 
-    backend, problem = await asyncio.to_thread(open_local)
+    opened = await asyncio.to_thread(open_learning)
+    backend = None if isinstance(opened, str) else opened[0]
     try:
-        memories = LearnedMemories(backend.store) if backend is not None else None
-        deps = UndoDeps(memories, problem)
+        deps = UndoDeps(None, opened) if isinstance(opened, str) else UndoDeps(opened[1].memories, "")
         step = await run_flow(lambda dialog: undo_flow(deps, args, dialog), ask)
     finally:
         if backend is not None:

@@ -12,9 +12,9 @@ import sys
 from collections.abc import Callable
 
 from pi_memory_bridge.backends.base import BackendError
-from pi_memory_bridge.backends.local.learning.proposals import Proposal, ProposalReview
+from pi_memory_bridge.backends.learning import Proposal, ProposalReview
 from pi_memory_bridge.cli.json_shapes import ProposalOut, ProposalsOut, TargetOut
-from pi_memory_bridge.cli.learning_cmds import open_local
+from pi_memory_bridge.cli.learning_cmds import open_learning
 from pi_memory_bridge.commands.review import describe_accepted, describe_proposal, nothing_pending
 from pi_memory_bridge.redact import redact_text
 
@@ -61,12 +61,13 @@ def _answer(review: ProposalReview, action: str, ref: str, yes: bool, ask: Ask) 
 
 
 async def _run(action: str, ref: str, *, as_json: bool, yes: bool, ask: Ask) -> int:
-    backend, problem = await asyncio.to_thread(open_local)
-    if backend is None:
-        print(problem, file=sys.stderr)
+    opened = await asyncio.to_thread(open_learning)
+    if isinstance(opened, str):
+        print(opened, file=sys.stderr)
         return 1
+    backend, store = opened
     try:
-        review = ProposalReview(backend.store)
+        review = store.proposals
         if action == "list":
             pending = await asyncio.to_thread(review.pending)
             if as_json:

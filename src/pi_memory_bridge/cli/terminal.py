@@ -1,6 +1,6 @@
 """Terminal commands that work on the store directly (no Pi, no sidecar needed).
 
-Interactive commands run the same flows as Pi (`commands.dialog`), asked as prompts: numbered
+Interactive commands run the same flows as Pi (`vocabulary.dialog`), asked as prompts: numbered
 choices, `[y/N]` confirmations (No unless you type yes), and an empty answer as a cancel; end of
 input stops the command (one line, exit 1).
 """

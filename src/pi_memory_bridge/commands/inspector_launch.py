@@ -19,8 +19,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from pi_memory_bridge.ui import registry
-from pi_memory_bridge.ui.extra import missing_message
+from pi_memory_bridge import inspector_registry as registry
+from pi_memory_bridge.inspector_packages import missing_message
 from pi_memory_bridge.vocabulary.dialog import Outcome
 
 START_TIMEOUT_S = 20.0  # importing the web stack and opening the store on a loaded machine

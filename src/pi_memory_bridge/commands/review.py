@@ -18,7 +18,7 @@ from pi_memory_bridge.redact import redact_text
 from pi_memory_bridge.vocabulary.dialog import Cancelled, Dialog, Outcome
 
 if TYPE_CHECKING:  # the store's modules load with the backend, not with the command table
-    from pi_memory_bridge.backends.local.learning.proposals import AcceptReport, Proposal, ProposalReview
+    from pi_memory_bridge.backends.learning import AcceptReport, Proposal, ProposalReview
 
 
 def _line(text: str) -> str:

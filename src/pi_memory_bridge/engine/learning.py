@@ -38,9 +38,7 @@ from pi_memory_bridge.project import project_of
 from pi_memory_bridge.wire import ConsentNeeded, LearningTriggerResult, Notice
 
 if TYPE_CHECKING:
-    from pi_memory_bridge.backends.local.learning.memories import LearnedMemories
-    from pi_memory_bridge.backends.local.learning.proposals import ProposalReview
-    from pi_memory_bridge.backends.local.notes import NoteFiles
+    from pi_memory_bridge.backends.learning import LearnedMemories, NoteFiles, ProposalReview
     from pi_memory_bridge.learning.consolidate import JobOutcome, JobSettings
     from pi_memory_bridge.learning.notes import NotesReport
 
@@ -185,20 +183,17 @@ class Learning:
 
     def attach(self, backend: MemoryBackend, *, schedule: bool = True) -> None:
         """Work on `backend`; `schedule=False` only reads (a status report outside the sidecar)."""
-        from pi_memory_bridge.backends.local import LocalBackend
-        from pi_memory_bridge.backends.local.learning.memories import LearnedMemories
-        from pi_memory_bridge.backends.local.learning.proposals import ProposalReview
-
-        if not isinstance(backend, LocalBackend):
+        store = backend.learning()
+        if store is None:
             self.problem = f"consolidation works on the local backend only (this one is {backend.name})"
             return
-        self.memories = LearnedMemories(backend.store)
-        self.proposals = ProposalReview(backend.store)
+        self.memories = store.memories
+        self.proposals = store.proposals
         # learned memories are inserted beside `memories.save`: wake the vector worker ourselves
         # (its periodic scan would find them too, only later)
-        self._vectors_changed = backend.semantic.notify if backend.semantic is not None else None
+        self._vectors_changed = store.vectors_changed
         self._search = similar_search(backend)
-        self.notes.attach(self.memories, backend.note_files, backend.root)
+        self.notes.attach(self.memories, store.note_files, store.root)
         if self.active and schedule:
             self._scheduler.kick(LEFTOVER_DELAY_S)
 

@@ -14,7 +14,7 @@ import unicodedata
 from difflib import SequenceMatcher
 
 from pi_memory_bridge import textsearch
-from pi_memory_bridge.backends.local.atomic_rows import content_key
+from pi_memory_bridge.backends.learning import content_key
 
 NEAR_DUPLICATE_RATIO = 0.9
 

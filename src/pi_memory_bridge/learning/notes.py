@@ -17,9 +17,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from pi_memory_bridge.backends.local.learning.learned_rows import MemoryRow
-from pi_memory_bridge.backends.local.learning.memories import LearnedMemories
-from pi_memory_bridge.backends.local.notes import NoteFiles
+from pi_memory_bridge.backends.learning import LearnedMemories, MemoryRow, NoteFiles
 from pi_memory_bridge.project import project_name
 
 PROFILE_FILENAME = "profile.learned.md"

@@ -17,8 +17,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
-from pi_memory_bridge.backends.local.atomic_rows import content_key
-from pi_memory_bridge.backends.local.learning.learned_rows import JobOp, MemoryRow, OpKind, PendingTurn
+from pi_memory_bridge.backends.learning import JobOp, MemoryRow, OpKind, PendingTurn, content_key
 from pi_memory_bridge.learning.cheap import is_exact_duplicate, is_near_duplicate
 from pi_memory_bridge.learning.parse import Refused
 from pi_memory_bridge.learning.prompts import PromptExisting, PromptNew

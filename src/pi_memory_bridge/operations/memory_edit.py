@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pydantic import ValidationError
 
 from pi_memory_bridge.backends.base import BackendError, Capability, MemoryBackend, NoteWriter
-from pi_memory_bridge.backends.local.notes import MAX_NOTE_BYTES
+from pi_memory_bridge.backends.data_dir import MAX_NOTE_BYTES
 from pi_memory_bridge.redact import redact_text
 from pi_memory_bridge.tools.memory import SaveArgs
 

@@ -3,6 +3,7 @@ and why it recalled it (`pi-memory-bridge ui`, `/tdai-memory-ui`).
 
 Loopback only, a random token per start, Host and Origin checked, CSRF-protected POSTs, a strict
 Content-Security-Policy and everything stored rendered escaped (`security`). Reads come from the
-store and the outbox (`store_view`, `service`); every change goes through the same engine calls as
-the commands (forget, edit, outbox requeue/purge). The web stack is an optional extra (`extra`).
+store and the outbox (`store_view`, `service`); every change goes through the same `operations`
+as the commands (forget, edit, outbox requeue/purge). Which packages the web stack needs is
+`pi_memory_bridge.inspector_packages` (`/tdai-memory-ui` asks it too).
 """

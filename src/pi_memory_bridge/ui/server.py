@@ -77,7 +77,7 @@ async def serve(
         app, log_config=None, access_log=False, lifespan="off", server_header=False, date_header=False
     )
     server = uvicorn.Server(config)
-    from pi_memory_bridge.ui import registry
+    from pi_memory_bridge import inspector_registry as registry
 
     # listed before the address is printed: whoever read the address finds it registered
     listed = registry.register(env, guard.start_url, agent_dir)
@@ -114,7 +114,7 @@ async def serve(
 
 def run(*, port: int, open_browser: bool, idle_minutes: float) -> int:
     """The CLI entry: checks the extra, sets up logging, serves; Ctrl-C ends it without a traceback."""
-    from pi_memory_bridge.ui.extra import missing_message
+    from pi_memory_bridge.inspector_packages import missing_message
 
     missing = missing_message()
     if missing is not None:

@@ -16,8 +16,6 @@ from pathlib import Path
 
 from pi_memory_bridge.backends.base import BackendError, Capability, MemoryBackend, NoteWriter
 from pi_memory_bridge.backends.factory import open_backend
-from pi_memory_bridge.backends.local import LocalBackend
-from pi_memory_bridge.backends.local.learning.memories import LearnedMemories
 from pi_memory_bridge.config import LoadedConfig, data_dir, load_config
 from pi_memory_bridge.operations.forget import ForgetDeps
 from pi_memory_bridge.outbox.delivery import CaptureDelivery
@@ -68,8 +66,9 @@ class Inspector:
             self.traces = await asyncio.to_thread(TraceLog.open, root)
         except TraceLogError as exc:
             self.traces_error = plain(exc)
-        if isinstance(self.backend, LocalBackend):
-            self.undo = JobUndo(LearnedMemories(self.backend.store), self._regenerate_notes)
+        learning = self.backend.learning() if self.backend is not None else None
+        if learning is not None:
+            self.undo = JobUndo(learning.memories, self._regenerate_notes)
         if self.backend is not None and self.backend.name == "local":
             try:
                 self.store = await asyncio.to_thread(StoreView, root / "memory.sqlite3")
@@ -97,15 +96,13 @@ class Inspector:
 
     async def _regenerate_notes(self) -> None:
         """After an undo the learned profile and notes follow the memories, as Pi's sidecar does."""
-        backend = self.backend
-        if not self.loaded.config.learning.generate_notes or not isinstance(backend, LocalBackend):
+        learning = self.backend.learning() if self.backend is not None else None
+        if not self.loaded.config.learning.generate_notes or learning is None:
             return
         from pi_memory_bridge.learning.notes import write_generated
 
         try:
-            await asyncio.to_thread(
-                write_generated, LearnedMemories(backend.store), backend.note_files, backend.root
-            )
+            await asyncio.to_thread(write_generated, learning.memories, learning.note_files, learning.root)
         except (BackendError, OSError) as exc:
             log.warning("cannot write the learned profile or notes: %s", exc)
 

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from pi_memory_bridge.backends.base import (
     BackendConfigError,
@@ -33,6 +34,9 @@ from pi_memory_bridge.backends.local.semantic import SemanticIndex, SemanticStat
 from pi_memory_bridge.backends.local.store import DEFAULT_BUSY_TIMEOUT_MS, SqliteMemoryStore
 from pi_memory_bridge.embeddings import ModelHandle, ModelState
 from pi_memory_bridge.private_files import ensure_private_dir
+
+if TYPE_CHECKING:
+    from pi_memory_bridge.backends.local.learning.store import LocalLearning
 
 DB_FILENAME = "memory.sqlite3"
 VECTOR_LOCK_FILENAME = "vectors.lock"
@@ -91,6 +95,7 @@ class LocalBackend:
         self.conversation = LocalConversation(self.store, self.semantic)
         self.memories = LocalMemories(self.store, self.semantic)
         self.notes = LocalNotes(self.note_files)
+        self._learning: LocalLearning | None = None
 
     def start_background(self) -> None:
         """Load the embedding model and fill missing vectors in the background (the sidecar)."""
@@ -143,6 +148,15 @@ class LocalBackend:
 
     def skills(self) -> None:
         return None  # skills are mined and served by a MemoryCore server
+
+    def learning(self) -> LocalLearning:
+        if self._learning is None:
+            # imported on first use: a sidecar answers its first recall before learning loads
+            from pi_memory_bridge.backends.local.learning.store import LocalLearning
+
+            wake = self.semantic.notify if self.semantic is not None else None
+            self._learning = LocalLearning(self.store, self.note_files, self.root, wake)
+        return self._learning
 
     async def close(self) -> None:
         if self.semantic is not None:

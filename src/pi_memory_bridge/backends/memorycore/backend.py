@@ -221,6 +221,9 @@ class MemoryCoreBackend:
         verified = parse(VerifyAuthData, data, "meta/auth/verify")
         return None if verified.valid else "the MemoryCore user key is not valid on this server"
 
+    def learning(self) -> None:
+        return None  # the server consolidates memories on its own
+
     def skills(self) -> SkillServer:
         if self._skill_server is None:
             client = self._clients.skills

@@ -3,7 +3,7 @@
 The inspector runs as its own process (`pi-memory-bridge ui --no-open`), detached in a new
 session so that neither Pi's exit nor the sidecar's waits for it or takes it down; it stops by
 itself when unused, or with `pi-memory-bridge serve --stop`. One already running for this agent dir
-(ui.registry) is reused rather than a second one started. Its first line on stdout is the
+(inspector_registry) is reused rather than a second one started. Its first line on stdout is the
 address, which is all we read of it.
 """
 

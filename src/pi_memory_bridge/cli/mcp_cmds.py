@@ -12,7 +12,8 @@ def mcp(args: argparse.Namespace) -> int:
     if args.mcp_command == "install":
         from pi_memory_bridge.mcp_server.install import install
 
-        return install(args.client, print_only=args.print, project=args.project)
+        code: int = install(args.client, print_only=args.print, project=args.project)
+        return code
     try:
         from pi_memory_bridge.mcp_server.server import run
     except ImportError as exc:

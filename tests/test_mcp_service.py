@@ -149,12 +149,12 @@ async def test_forget_deletes_only_previewed_ids_from_store_and_keyword_index(
         ids = [c["id"] for c in preview.data["candidates"]]
         assert ids and all(i.split(":")[0] in ("L1", "L0") for i in ids)
         assert len(_rows(agent_dir, "SELECT 1 FROM atomic")) == 3  # the preview deleted nothing
-        assert _rows(agent_dir, "SELECT rowid FROM atomic_fts WHERE atomic_fts MATCH 'tabs'")
+        assert _rows(agent_dir, "SELECT rowid FROM atomic_fts WHERE atomic_fts MATCH 'tab'")
         chosen = [i for i in ids if i.startswith("L1:")]
         done = await memory.call("memory_forget", {"ids": chosen})
         assert not done.is_error and done.text.count("deleted") == len(chosen)
         assert not _rows(agent_dir, "SELECT 1 FROM atomic WHERE content LIKE '%tabs%'")
-        assert not _rows(agent_dir, "SELECT rowid FROM atomic_fts WHERE atomic_fts MATCH 'tabs'")
+        assert not _rows(agent_dir, "SELECT rowid FROM atomic_fts WHERE atomic_fts MATCH 'tab'")
         after = await memory.call("memory_search", {"query": "tabs"})
         assert [r["layer"] for r in after.data["results"]] == ["L0"]  # the turn was not chosen
         again = await memory.call("memory_forget", {"ids": chosen})

@@ -81,6 +81,11 @@ def _has_lone_surrogate(value: object) -> bool:
     return False
 
 
+def _write_line(out: BinaryIO, data: bytes) -> None:
+    out.write(data)
+    out.flush()
+
+
 def _claim(fd: int, flags: int) -> tuple[BinaryIO, int]:
     """A private duplicate of `fd` for the protocol; `fd` itself then points elsewhere."""
     private = os.dup(fd)
@@ -88,7 +93,9 @@ def _claim(fd: int, flags: int) -> tuple[BinaryIO, int]:
     diversion = os.open(os.devnull, flags) if fd == 0 else os.dup(2)
     os.dup2(diversion, fd)
     os.close(diversion)
-    return os.fdopen(private, "rb" if fd == 0 else "wb", buffering=0), private
+    # buffered both ways: an unbuffered readline takes a system call per byte, and an unbuffered
+    # write to a pipe may write part of a line; `put` flushes each line
+    return os.fdopen(private, "rb" if fd == 0 else "wb"), private
 
 
 @contextlib.asynccontextmanager
@@ -102,7 +109,7 @@ async def stdio_transport() -> AsyncIterator[Streams]:
 
     async def put(data: bytes) -> None:
         async with write_lock:
-            await anyio.to_thread.run_sync(wire_out.write, data)
+            await anyio.to_thread.run_sync(_write_line, wire_out, data)
 
     async def reader() -> None:
         async with read_writer:

@@ -147,3 +147,47 @@ def test_bad_input_gets_clear_errors_and_the_server_keeps_serving(client: RawCli
     ok = client.call("memory_remember", {"text": "a smiley 😀 is fine"})["result"]
     assert ok["isError"] is False and _stored(tmp_path) == 1
     assert client.close() == 0
+
+
+async def test_the_project_is_the_clients_first_root(tmp_path: Path) -> None:
+    """A client working in a paused repository (its root) is told "paused", though the server was
+    started elsewhere; the same server started there without roots is paused too."""
+    import mcp_types as types
+    from mcp import ClientSession, StdioServerParameters, stdio_client
+
+    from pi_memory_bridge.commands.pause import project_key, set_paused
+
+    agent_dir = tmp_path / "home" / ".pi" / "agent"
+    agent_dir.mkdir(parents=True)
+    repo = tmp_path / "repo"
+    (repo / ".git").mkdir(parents=True)
+    (repo / "pkg").mkdir()
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    assert set_paused(agent_dir, project_key(repo), True).ok
+
+    async def roots(_context: object) -> types.ListRootsResult:
+        return types.ListRootsResult(roots=[types.Root(uri=(repo / "pkg").as_uri(), name="pkg")])
+
+    env = {"PI_CODING_AGENT_DIR": str(agent_dir), "PI_MEMORY_BRIDGE_EMBEDDINGS": "off"}
+
+    async def paused(cwd: Path, with_roots: bool) -> bool:
+        params = StdioServerParameters(
+            command=sys.executable, args=["-m", "pi_memory_bridge.cli", "mcp"], env=env, cwd=str(cwd)
+        )
+        callback = roots if with_roots else None
+        async with (
+            stdio_client(params) as (read, write),
+            ClientSession(
+                read,
+                write,
+                list_roots_callback=callback,  # type: ignore[arg-type]
+            ) as session,
+        ):
+            await session.initialize()
+            result = await session.call_tool("memory_search", {"query": "anything"})
+            return bool((result.structured_content or {}).get("paused"))
+
+    assert await paused(elsewhere, with_roots=True)
+    assert await paused(repo / "pkg", with_roots=False)
+    assert not await paused(elsewhere, with_roots=False)

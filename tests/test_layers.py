@@ -26,6 +26,7 @@ LAYERS: dict[str, int] = {
     "surrogates": FOUNDATION,  # lone UTF-16 surrogates made U+FFFD at every boundary
     "private_files": FOUNDATION,  # 0600/0700 for everything we create
     "footer": FOUNDATION,  # the footer's states and their text: named by flows, sent on the wire
+    "agents": FOUNDATION,  # which agent saved a memory (its `agent:<name>` source), in words
     "redact": FOUNDATION,
     "config": FOUNDATION,
     "rpc": FOUNDATION,  # generic JSON-RPC 2.0 transport: knows nothing of memory
@@ -50,6 +51,7 @@ LAYERS: dict[str, int] = {
     "sidecar": ENTRY,
     "cli": ENTRY,
     "ui": ENTRY,  # the memory inspector: a process of its own, like the sidecar
+    "mcp_server": ENTRY,  # `pi-memory-bridge mcp`: memory for other agents, a process of its own
     "ui.extra": FOUNDATION,  # which optional packages it needs: asked by `/tdai-memory-ui` too
 }
 

@@ -191,3 +191,44 @@ async def test_the_project_is_the_clients_first_root(tmp_path: Path) -> None:
     assert await paused(elsewhere, with_roots=True)
     assert await paused(repo / "pkg", with_roots=False)
     assert not await paused(elsewhere, with_roots=False)
+
+
+async def test_forget_asks_the_user_through_a_client_that_can_ask(tmp_path: Path) -> None:
+    """With elicitation the client's user confirms the delete: declined, nothing goes; accepted,
+    exactly the chosen item goes, and the question listed it."""
+    import mcp_types as types
+    from mcp import ClientSession, StdioServerParameters, stdio_client
+
+    agent_dir = tmp_path / "home" / ".pi" / "agent"
+    agent_dir.mkdir(parents=True)
+    answers = [False, True]
+    asked: list[str] = []
+
+    async def elicit(_context: object, params: types.ElicitRequestParams) -> types.ElicitResult:
+        asked.append(getattr(params, "message", ""))
+        return types.ElicitResult(action="accept", content={"delete": answers.pop(0)})
+
+    env = {"PI_CODING_AGENT_DIR": str(agent_dir), "PI_MEMORY_BRIDGE_EMBEDDINGS": "off"}
+    params = StdioServerParameters(
+        command=sys.executable, args=["-m", "pi_memory_bridge.cli", "mcp"], env=env
+    )
+    async with (
+        stdio_client(params) as (read, write),
+        ClientSession(
+            read,
+            write,
+            elicitation_callback=elicit,  # type: ignore[arg-type]
+        ) as session,
+    ):
+        await session.initialize()
+        await session.call_tool("memory_remember", {"text": "the office plant is called Gerald"})
+        await session.call_tool("memory_remember", {"text": "the office cat is called Tom"})
+        preview = await session.call_tool("memory_forget_preview", {"query": "Gerald plant"})
+        ids = [c["id"] for c in (preview.structured_content or {})["candidates"]]
+        assert len(ids) == 1
+        declined = await session.call_tool("memory_forget", {"ids": ids})
+        assert "nothing was deleted" in declined.content[0].text  # type: ignore[union-attr]
+        assert _stored(tmp_path) == 2
+        accepted = await session.call_tool("memory_forget", {"ids": ids})
+        assert accepted.is_error is False and _stored(tmp_path) == 1
+    assert len(asked) == 2 and "Gerald" in asked[0] and "Tom" not in asked[0]

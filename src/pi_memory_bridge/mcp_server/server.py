@@ -126,6 +126,31 @@ class Connection:
         return self.memory
 
 
+CONFIRM_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {"delete": {"type": "boolean", "title": "Delete them", "default": False}},
+    "required": ["delete"],
+}
+
+
+async def _confirmed(ctx: ServerRequestContext[Any], memory: McpMemory, arguments: dict[str, Any]) -> bool:
+    """The user's own yes, asked through the client (elicitation) when it can ask; a client that
+    cannot relies on the two steps (its model was told to let the user choose)."""
+    caps = ctx.session.client_capabilities
+    if caps is None or caps.elicitation is None or not ctx.session.can_send_request:
+        return True
+    previews = memory.forget_summary(arguments)
+    if previews is None:
+        return True  # refused below, with the reason
+    message = "\n".join([f"Forget {len(previews)} item(s)? This cannot be undone.", *previews])
+    try:
+        answer = await ctx.session.elicit_form(message, CONFIRM_SCHEMA)
+    except Exception as exc:  # a client that declared it but fails: ask nothing, delete nothing
+        log.warning("the client's confirmation failed: %s", exc)
+        return False
+    return answer.action == "accept" and bool((answer.content or {}).get("delete"))
+
+
 def _agent_source(name: str) -> str:
     from pi_memory_bridge.agents import agent_source
 
@@ -152,6 +177,8 @@ def build_server(connection: Connection) -> Server[Any]:
         except LoneSurrogate as exc:
             return _result(Reply(f"invalid arguments: {exc}", {"error": str(exc)}, is_error=True))
         memory = await connection.settle(ctx)
+        if params.name == "memory_forget" and not await _confirmed(ctx, memory, dict(arguments)):
+            return _result(Reply("Not confirmed by the user: nothing was deleted.", {"confirmed": False}))
         return _result(await memory.call(params.name, dict(arguments)))
 
     async def list_resources(

@@ -320,6 +320,18 @@ class McpMemory:
         )
         return Reply(text, {"candidates": candidates, "failures": failures})
 
+    def forget_summary(self, arguments: dict[str, Any]) -> list[str] | None:
+        """The previews of the previewed ids a `memory_forget` call names (for the client's own
+        confirmation), or None when the call would be refused anyway."""
+        try:
+            args: ForgetArgs = parse_args(ForgetArgs, arguments)
+        except ToolFailure:
+            return None
+        ids = list(dict.fromkeys(args.ids))
+        if any(i not in self._previewed for i in ids):
+            return None
+        return [self._previewed[i].preview() for i in ids]
+
     async def forget(self, args: ForgetArgs) -> Reply:
         unknown = [i for i in dict.fromkeys(args.ids) if i not in self._previewed]
         if unknown:

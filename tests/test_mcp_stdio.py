@@ -143,6 +143,7 @@ def test_bad_input_gets_clear_errors_and_the_server_keeps_serving(client: RawCli
     # still serving, and a valid pair still works
     tools = client.request("tools/list")["result"]["tools"]
     assert {t["name"] for t in tools} >= {"memory_search", "memory_remember", "memory_forget"}
+    assert client.call("memory_list", {})["result"]["isError"] is False  # the store is open (created)
     assert _stored(tmp_path) == 0
     ok = client.call("memory_remember", {"text": "a smiley 😀 is fine"})["result"]
     assert ok["isError"] is False and _stored(tmp_path) == 1

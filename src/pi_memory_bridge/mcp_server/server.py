@@ -243,10 +243,21 @@ async def serve_stdio(agent: str | None, cwd: Path) -> None:
     connection = Connection(memory, agent)
     server = build_server(connection)
     try:
-        async with stdio_transport() as (read_stream, write_stream):
+        async with stdio_transport() as (read_stream, write_stream), anyio.create_task_group() as tg:
+            tg.start_soon(_open_early, memory)
             await server.run(read_stream, write_stream, server.create_initialization_options())
+            tg.cancel_scope.cancel()
     finally:
         await memory.close()
+
+
+async def _open_early(memory: McpMemory) -> None:
+    """Open the store (and start loading the model) while the client is still shaking hands, so
+    the first search does not pay for both; a failure is the first call's to report."""
+    from pi_memory_bridge.tools.memory import ToolFailure
+
+    with contextlib.suppress(ToolFailure):
+        await memory.backend()
 
 
 def run(agent: str | None) -> int:

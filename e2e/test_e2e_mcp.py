@@ -6,11 +6,15 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
+import shutil
 import sqlite3
 import subprocess
+import tempfile
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -58,10 +62,21 @@ def _wait(cond: Any, timeout: float, what: str) -> None:
         time.sleep(0.1)
 
 
+@pytest.fixture
+def runtime_dir() -> Iterator[Path]:
+    # the background sidecar's socket folder (a socket path holds ~100 bytes: tmp_path may be longer)
+    path = Path(tempfile.mkdtemp(prefix="pmb-mcp-", dir="/tmp"))
+    path.chmod(0o700)
+    yield path
+    shutil.rmtree(path, ignore_errors=True)
+
+
 async def test_sdk_clients_share_the_store_with_a_capturing_pi_session(
-    pi_env: PiEnv, fake_model: FakeModel
+    pi_env: PiEnv, fake_model: FakeModel, runtime_dir: Path
 ) -> None:
-    use_bridge(pi_env)
+    # Pi's memory in the shared background sidecar, as users run it, on the same agent dir
+    use_bridge(pi_env, config={"learning": {"enabled": False}})
+    pi_env.extra_env.update({"PI_MEMORY_BRIDGE_DAEMON": "1", "XDG_RUNTIME_DIR": str(runtime_dir)})
     rpc = pi_env.start_rpc(extensions=[SHIM], dialogs=ScriptedDialogs())
     fake_model.script(TextReply("noted, release train leaves on thursdays", delay_s=3.0))
     # Pi's turn is in flight (the model answers after 3 s) while two MCP processes write and read
@@ -76,9 +91,18 @@ async def test_sdk_clients_share_the_store_with_a_capturing_pi_session(
         assert found["_text"].startswith('<recalled_memory trust="untrusted"')
         listed = await call(codex, "memory_list", {"kind": "fact"})
         assert listed["items"][0]["savedBy"] == "Claude Code"
+    shown = await asyncio.to_thread(
+        subprocess.run,
+        [str(SIDECAR), "list", "memories"],
+        env=pi_env.environ(),
+        capture_output=True,
+        text=True,
+    )
+    assert f"[fact {time.strftime('%Y-%m-%d', time.gmtime())} via Claude Code] {FACT}" in shown.stdout
     result = await turn
     assert result.ran
     assert any("release train" in t["user_text"] for t in stored_turns(pi_env))  # Pi captured meanwhile
+    assert list((runtime_dir / f"pi-memory-bridge-{os.getuid()}").glob("*.sock"))  # through the daemon
     assert rpc.close() == 0
 
     # the memory reached the vectors (a sidecar or the MCP server embedded it), then forget

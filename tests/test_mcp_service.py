@@ -198,3 +198,28 @@ def test_every_tool_offers_the_schema_of_the_model_that_validates_it() -> None:
         assert schema.get("additionalProperties") is False
     forget = next(s for s in MCP_TOOLS if s.name == "memory_forget")
     assert forget.destructive and not forget.read_only
+
+
+async def test_a_failing_layer_is_left_out_and_named_as_recall_does(
+    agent_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from pi_memory_bridge.backends.base import BackendUnavailable
+
+    await _seed(agent_dir)
+    memory = _memory(agent_dir, tmp_path / "work")
+    try:
+        backend = await memory.backend()
+
+        async def down(*_args: object) -> list[object]:
+            raise BackendUnavailable("the turns index is busy")
+
+        monkeypatch.setattr(backend.conversation, "search", down)
+        reply = await memory.call("memory_search", {"query": "Go tabs"})
+        assert not reply.is_error and reply.data["failedLayers"] == {"L0": "the turns index is busy"}
+        assert {r["layer"] for r in reply.data["results"]} == {"L1"} and "Partial results" in reply.text
+        monkeypatch.setattr(backend.memories, "search", down)
+        monkeypatch.setattr(backend.notes, "list_scenarios", down)
+        failed = await memory.call("memory_search", {"query": "Go tabs"})
+        assert failed.is_error and "the turns index is busy" in failed.text
+    finally:
+        await memory.close()

@@ -199,9 +199,22 @@ class McpMemory:
             *(
                 SEARCHED[layer](backend, LayerQuery(args.query, limits[layer], frozenset()))
                 for layer in layers
-            )
+            ),
+            return_exceptions=True,
         )
-        unique = dedupe(dict(zip(layers, found, strict=True)))
+        # as recall does: a layer that fails is left out and said to be missing, the others answer
+        answered: dict[Layer, list[RecallItem]] = {}
+        failed: dict[str, str] = {}
+        for layer, result in zip(layers, found, strict=True):
+            if isinstance(result, BackendError | OSError):
+                failed[str(layer)] = _clean(str(result))
+            elif isinstance(result, BaseException):
+                raise result
+            else:
+                answered[layer] = result
+        if failed and not answered:
+            raise ToolFailure("memory search failed: " + "; ".join(f"{k}: {v}" for k, v in failed.items()))
+        unique = dedupe(answered)
         ranked = [item for layer in LAYER_ORDER for item in unique.get(layer, [])][: args.limit]
         dates = await self._dates(backend, ranked)
         results = [
@@ -215,10 +228,17 @@ class McpMemory:
             }
             for item in ranked
         ]
+        data: dict[str, Any] = {"untrusted": True, "results": results}
+        note = ""
+        if failed:
+            data["failedLayers"] = failed
+            note = f" (not searched, failed: {', '.join(failed)})"
         if not results:
-            return Reply("No matching memories found.", {"untrusted": True, "results": []})
+            return Reply(f"No matching memories found{note}.", data)
         lines = [_search_line(item, dates.get(item.source_id)) for item in ranked]
-        return Reply(wrap_untrusted(lines), {"untrusted": True, "results": results})
+        if note:
+            lines.append(escape_field(f"Partial results{note}."))
+        return Reply(wrap_untrusted(lines), data)
 
     async def _dates(self, backend: MemoryBackend, items: list[RecallItem]) -> dict[str, str | None]:
         """When each L1 memory was last changed and each L0 turn was said."""

@@ -47,6 +47,7 @@ LAYERS: dict[str, int] = {
     "runtime_dir": FOUNDATION,  # this user's sockets and running inspectors
     "inspector_registry": FOUNDATION,  # which inspectors run: read by status and `serve --stop` too
     "footer": FOUNDATION,  # the footer's states and their text: named by flows, sent on the wire
+    "agents": FOUNDATION,  # which agent saved a memory (its `agent:<name>` source), in words
     "redact": FOUNDATION,
     "config": FOUNDATION,
     "rpc": FOUNDATION,  # generic JSON-RPC 2.0 transport: knows nothing of memory
@@ -57,6 +58,7 @@ LAYERS: dict[str, int] = {
     "sidecar": ENTRY,
     "cli": ENTRY,
     "ui": ENTRY,  # the memory inspector: a process of its own, like the sidecar
+    "mcp_server": ENTRY,  # `pi-memory-bridge mcp`: memory for other agents, a process of its own
 }
 
 

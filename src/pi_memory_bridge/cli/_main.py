@@ -19,6 +19,7 @@ if TYPE_CHECKING:
 def _parser() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParser]]:
     """The parser, and each subcommand's own parser (a usage error names the subcommand's usage)."""
     import argparse
+    from pathlib import Path
 
     from pi_memory_bridge.cli import memory_args
 
@@ -39,6 +40,20 @@ def _parser() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParse
     memory_args.add_parsers(sub)
     sub.add_parser(
         "setup", help="configure the MemoryCore backend interactively (endpoint, keys, team, agent)"
+    )
+    mcp = sub.add_parser(
+        "mcp", help="serve this memory to other coding agents over MCP (stdio); `mcp install CLIENT`"
+    )
+    mcp.add_argument("--agent", help="the agent's name saved with its memories (default: the client's)")
+    mcp_sub = mcp.add_subparsers(dest="mcp_command")
+    install = mcp_sub.add_parser("install", help="add this server to a client's MCP config (idempotent)")
+    install.add_argument("client", choices=["claude", "codex", "cursor", "gemini", "pi"])
+    install.add_argument("--print", action="store_true", help="only show the change (a diff); write nothing")
+    install.add_argument(
+        "--project",
+        type=Path,
+        default=None,
+        help="the project's config (e.g. .mcp.json) instead of the user's",
     )
     redact = sub.add_parser("redact", help="apply the current redaction rules to what is already stored")
     redact.add_argument(
@@ -164,6 +179,10 @@ def _run(argv: list[str] | None) -> int:
         from pi_memory_bridge.cli.terminal import forget
 
         return forget(args.query)
+    if args.command == "mcp":
+        from pi_memory_bridge.cli.mcp_cmds import mcp
+
+        return mcp(args)
     if args.command == "setup":
         from pi_memory_bridge.cli.terminal import setup
 

@@ -101,10 +101,14 @@ class NotesReport:
     kept: tuple[str, ...]  # edited by hand: left as they are
 
 
-def _project_file(notes: NoteFiles, project: str) -> tuple[str, Path]:
+def project_note_path(project: str) -> str:
+    """Where the generated notes of `project` live, relative to l2/ (what `read_scenario` takes)."""
     slug = re.sub(r"[^A-Za-z0-9._-]+", "-", project_name(project)).strip("-.") or "project"
-    rel = f"{PROJECT_DIR}/{slug}-{hashlib.sha256(project.encode()).hexdigest()[:8]}.md"
-    return notes.resolve_scenario_path(rel)
+    return f"{PROJECT_DIR}/{slug}-{hashlib.sha256(project.encode()).hexdigest()[:8]}.md"
+
+
+def _project_file(notes: NoteFiles, project: str) -> tuple[str, Path]:
+    return notes.resolve_scenario_path(project_note_path(project))
 
 
 def write_generated(memories: LearnedMemories, notes: NoteFiles, root: Path) -> NotesReport:

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Literal, TypeVar
 
+from pi_memory_bridge.agents import saved_by_agent
 from pi_memory_bridge.backends.base import (
     AtomicMemory,
     AtomicType,
@@ -61,7 +62,9 @@ class MemoryItem:
         when = self.updated_at or self.created_at
         day = when.strftime("%Y-%m-%d") if when else ""
         label = self.kind if self.layer != "L2" else self.id
-        return f"[{label}{' ' + day if day else ''}] {short}"
+        agent = saved_by_agent(self.source) if self.layer == "L1" else None
+        via = f" via {agent}" if agent else ""
+        return f"[{label}{' ' + day if day else ''}{via}] {short}"
 
     def full(self) -> str:
         lines = [f"{self.ref} ({LAYER_NAMES[self.layer]}, {self.kind})"]
@@ -70,7 +73,8 @@ class MemoryItem:
         if self.updated_at and self.updated_at != self.created_at:
             lines.append(f"changed: {self.updated_at.strftime('%Y-%m-%d %H:%M')} UTC")
         if self.source and self.layer == "L1":
-            lines.append(f"from:    {self.source}")
+            agent = saved_by_agent(self.source)
+            lines.append(f"from:    {agent} (over MCP)" if agent else f"from:    {self.source}")
         lines += ["", self.text]
         return "\n".join(lines)
 

@@ -11,6 +11,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Generic, TypeVar
 
+from pi_memory_bridge.agents import saved_by_agent
+
 T = TypeVar("T")
 
 
@@ -41,6 +43,9 @@ class MemoryRow:
     @property
     def saved_by(self) -> str:
         """Who put it there, in words."""
+        agent = saved_by_agent(self.source)
+        if agent is not None:
+            return f"{agent} (over MCP)"
         who = self.origin or {"user": "user", "model": "model-tool"}.get(self.source, self.source)
         return {
             "user": "you",

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import sqlite3
 
+from pi_memory_bridge.agents import AGENT_PREFIX
 from pi_memory_bridge.backends.local.fts import FtsSpec
 
 # Fixed here rather than read from `AtomicType`: a migration must create the same table forever.
@@ -37,12 +38,13 @@ ORIGINS = ("user", "model-tool", "learned")
 
 
 def origin_for_source(source: str) -> str:
-    """The origin of a memory saved through `memories.save`: the model's save tool, else the user.
+    """The origin of a memory saved through `memories.save`: a model's save tool (Pi's own, or
+    another agent's over MCP, `agent:<name>`), else the user.
 
-    Anything not known to come from the model counts as hand-saved, the side that consolidation
+    Anything not known to come from a model counts as hand-saved, the side that consolidation
     is never allowed to overwrite.
     """
-    return "model-tool" if source == "model" else "user"
+    return "model-tool" if source == "model" or source.startswith(AGENT_PREFIX) else "user"
 
 
 def _list(values: tuple[str, ...]) -> str:

@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from pi_memory_bridge.catchup.reader import SessionLog, Unreadable, parse_session_log
+from pi_memory_bridge.catchup.reader import LogEntry, SessionLog, Unreadable, parse_session_log
 from pi_memory_bridge.catchup.segments import Captured, LogTurns, Open, Skipped, log_turns
 from pi_memory_bridge.catchup.state import Mark, StoredMark
 
@@ -129,14 +129,33 @@ def _resume_offset(mark: Mark | None, file_stat: FileStat, log: SessionLog) -> i
     return 0
 
 
-def _paused_turns(turns: LogTurns) -> LogTurns:
-    """A paused project's turns: decided as skipped, so none is captured now or after a resume
-    (what was said while paused stays unremembered, as on the live path)."""
+PAUSED_REASON = "paused-project"
+# (the session's working directory, when the turn was said in epoch ms) -> said while paused?
+PausedCheck = Callable[[str | None, int | None], bool]
+
+
+def _said_at_ms(entry: LogEntry) -> int | None:
+    if entry.message_timestamp is not None:
+        return entry.message_timestamp
+    written = entry.written_at
+    return int(written.timestamp() * 1000) if written is not None else None
+
+
+def _paused_turns(turns: LogTurns, cwd: str | None, paused: PausedCheck) -> LogTurns:
+    """Turns said while their project was paused: decided as skipped, so none is captured now or
+    after a resume (what was said while paused stays unremembered, as on the live path)."""
     return LogTurns(
         tuple(
-            o if isinstance(o, Open) else Skipped(o.user_entry, ("paused-project",)) for o in turns.outcomes
+            Skipped(o.user_entry, (PAUSED_REASON,))
+            if not isinstance(o, Open) and paused(cwd, _said_at_ms(o.user_entry))
+            else o
+            for o in turns.outcomes
         )
     )
+
+
+def never_paused(_cwd: str | None, _said_at_ms: int | None) -> bool:
+    return False
 
 
 def scan_file(
@@ -145,7 +164,7 @@ def scan_file(
     *,
     since_ms: int | None,
     max_bytes: int = MAX_FILE_BYTES,
-    paused: Callable[[str | None], bool] = lambda _cwd: False,
+    paused: PausedCheck = never_paused,
 ) -> FileScan:
     """The turns of `path` not decided yet (all of them without a `mark`), said at or after
     `since_ms`, and the watermark that records them as decided. Raises OSError when the file
@@ -155,8 +174,7 @@ def scan_file(
         return FileScan(path, file_stat, None, LogTurns(()), None, size, log.reason)
     start = _resume_offset(mark, file_stat, log)
     turns = log_turns(log, from_offset=start, since_ms=since_ms)
-    if paused(log.cwd):
-        turns = _paused_turns(turns)
+    turns = _paused_turns(turns, log.cwd, paused)
     offset = min((o.user_entry.start for o in turns.open), default=log.complete_bytes)
     boundary = None
     for entry in log.entries:

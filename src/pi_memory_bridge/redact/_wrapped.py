@@ -24,7 +24,7 @@ import re
 from typing import Final
 
 from ._assignment import trigger_alternation
-from ._engine import Groups, RegexRule, Scanner, Span, Tally, advance, decode, replace_spans
+from ._engine import MEMO_ENTRIES, Groups, RegexRule, Scanner, Span, Tally, advance, decode, replace_spans
 from ._keys import classify_key
 from ._shapes import is_camel_words, is_non_secret_literal
 from ._syntax import BLANK, TOKEN_START
@@ -122,7 +122,9 @@ def _first_line_rule(chunk: bytes, data: bytes, end: int) -> int:
     return used
 
 
-_NEXT_KEY_RE: Final = re.compile(rb"[ \t]*[:=]")
+_NEXT_KEY_RE: Final = re.compile(rb"[ \t]{0,4}[:=]")
+# How far past a candidate its decision looks (`_value_ends_at`): part of the memo's key.
+_LOOKAHEAD: Final = 6
 
 
 def _value_ends_at(data: bytes, end: int) -> bool:
@@ -182,20 +184,38 @@ class _NameThenBlockRule:
     pattern = _NAME_THEN_BLOCK
 
     def __init__(self) -> None:
-        self._scanner = Scanner(_NAME_THEN_BLOCK)
+        self._parser = Scanner(_NAME_THEN_BLOCK)
+        self._candidates = Scanner(_NAME_THEN_BLOCK, capture=False)  # groups cost 4x a match
 
     def __call__(self, data: bytes, tally: Tally) -> bytes:
         if b":" not in data and b"=" not in data:
             return data
         spans: list[Span] = []
+        # per candidate (its bytes and what follows it): the span to replace, or where the next
+        # search starts, both relative to the candidate (a long YAML file repeats a lot)
+        memo: dict[bytes, tuple[int, int, str] | int] = {}
         position = 0
         while position <= len(data):
-            groups = self._scanner.search(data, position)
-            if groups is None:
+            candidate = self._candidates.search(data, position)
+            if candidate is None:
                 break
-            found = _name_then_block(groups, data)
-            spans.extend(found)
-            position = advance(data, position, found[-1].end if found else groups[2][0])
+            start, end = candidate[0]
+            key = data[start : end + _LOOKAHEAD]
+            decided = memo.get(key)
+            if decided is None:
+                groups = self._parser.match_exactly(data, start, end)
+                found = _name_then_block(groups, data) if groups is not None else []
+                if found:
+                    decided = (found[0].start - start, found[0].end - start, found[0].kind)
+                else:
+                    decided = (groups[2][0] if groups is not None else end) - start
+                if len(memo) < MEMO_ENTRIES:
+                    memo[key] = decided
+            if isinstance(decided, int):
+                position = advance(data, position, start + decided)
+                continue
+            spans.append(Span(start + decided[0], start + decided[1], decided[2]))
+            position = advance(data, position, start + decided[1])
         return replace_spans(data, spans, tally) if spans else data
 
 

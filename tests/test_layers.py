@@ -25,6 +25,8 @@ LAYERS: dict[str, int] = {
     "deadline": FOUNDATION,  # the current recall's deadline, read deep below it
     "surrogates": FOUNDATION,  # lone UTF-16 surrogates made U+FFFD at every boundary
     "private_files": FOUNDATION,  # 0600/0700 for everything we create
+    "pause_history": FOUNDATION,  # when each project was paused: read by catch-up and import
+    "sqlite_integrity": FOUNDATION,  # a database's integrity check, as doctor and status say it
     "footer": FOUNDATION,  # the footer's states and their text: named by flows, sent on the wire
     "redact": FOUNDATION,
     "config": FOUNDATION,

@@ -15,9 +15,9 @@ from catchup_files import T0_MS, SessionWriter
 from pi_memory_bridge.backends.base import ConversationTurn
 from pi_memory_bridge.catchup.importer import ImportScope, plan_import, run_import
 from pi_memory_bridge.catchup.runner import CatchUpRunner
-from pi_memory_bridge.catchup.service import known_ids_via
 from pi_memory_bridge.catchup.state import SINCE_FILENAME
 from pi_memory_bridge.commands.pause import project_key, set_paused
+from pi_memory_bridge.engine.catch_up_service import known_ids_via
 from pi_memory_bridge.outbox import Outbox
 from pi_memory_bridge.pause_history import PausedPeriods, history_path, record
 

@@ -17,7 +17,7 @@ from pi_memory_bridge.cli.doctor import run_checks
 from pi_memory_bridge.engine.core import Engine
 from pi_memory_bridge.footer import FooterKind
 from pi_memory_bridge.sidecar.handshake import handshake
-from pi_memory_bridge.sidecar.protocol import InitializeParams
+from pi_memory_bridge.wire import InitializeParams
 from sidecar_client import REPO
 
 CLI = REPO / ".venv" / "bin" / "pi-memory-bridge"

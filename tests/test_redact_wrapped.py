@@ -36,3 +36,11 @@ def test_ordinary_multi_line_text_stays(case: KeptCase) -> None:
         assert kept in out, out
     if case.name.startswith("ordinary"):
         assert out == case.text
+
+
+def test_the_same_line_is_decided_by_what_follows_it_each_time() -> None:
+    # both values become the same placeholder: the line below is the same, what follows it is not
+    first, second = "Zq7" + "x" * 20 + "9Kp2Lm", "Wv4" + "y" * 20 + "3Nc8Rt"
+    text = f"api_key = {first}\nAb12Cd34Ef: yes\napi_key = {second}\nAb12Cd34Ef\n"
+    out = redact_text(text).text
+    assert out == "api_key = [REDACTED:api-key]\nAb12Cd34Ef: yes\napi_key = [REDACTED:api-key]\n"

@@ -24,7 +24,18 @@ import re
 from typing import Final
 
 from ._assignment import trigger_alternation
-from ._engine import MEMO_ENTRIES, Groups, RegexRule, Scanner, Span, Tally, advance, decode, replace_spans
+from ._engine import (
+    MEMO_ENTRIES,
+    Finder,
+    Groups,
+    RegexRule,
+    Scanner,
+    Span,
+    Tally,
+    advance,
+    decode,
+    replace_spans,
+)
 from ._keys import classify_key
 from ._shapes import is_camel_words, is_non_secret_literal
 from ._syntax import BLANK, TOKEN_START
@@ -49,10 +60,56 @@ _VALUE_ENDS: Final = frozenset(b"\"'`;,@)}]&<\\ \t\r\n")
 _NUMBERISH_RE: Final = re.compile(r"[vV]?[0-9.:-]+")
 
 
+class _LookaheadRule:
+    """A scan whose decision also reads a few bytes past its match (`_value_ends_at`), so it is
+    memoised by both; past a rejected candidate the next search starts at `resume_group`, or at
+    its end (a name whose lines below are no value, `credentials:` then `client_secret: |`: the
+    next name may be among those lines)."""
+
+    def __init__(self, name: str, pattern: str, find: Finder, resume_group: int | None = None) -> None:
+        self.name, self.pattern = name, pattern
+        self._find, self._resume_group = find, resume_group
+        self._parser = Scanner(pattern)
+        self._candidates = Scanner(pattern, capture=False)  # groups cost 4x a match
+
+    def __call__(self, data: bytes, tally: Tally) -> bytes:
+        spans: list[Span] = []
+        # per candidate (its bytes and what follows it): the span to replace, or where the next
+        # search starts, both relative to the candidate (a long YAML file repeats a lot)
+        memo: dict[bytes, tuple[int, int, str] | int] = {}
+        position = 0
+        while position <= len(data):
+            candidate = self._candidates.search(data, position)
+            if candidate is None:
+                break
+            start, end = candidate[0]
+            key = data[start : end + _LOOKAHEAD]
+            decided = memo.get(key)
+            if decided is None:
+                decided = self._decide(data, start, end)
+                if len(memo) < MEMO_ENTRIES:
+                    memo[key] = decided
+            if isinstance(decided, int):
+                position = advance(data, position, start + decided)
+                continue
+            spans.append(Span(start + decided[0], start + decided[1], decided[2]))
+            position = advance(data, position, start + decided[1])
+        return replace_spans(data, spans, tally) if spans else data
+
+    def _decide(self, data: bytes, start: int, end: int) -> tuple[int, int, str] | int:
+        groups = self._parser.match_exactly(data, start, end)
+        found = self._find(groups, data) if groups is not None else []
+        if found:
+            return found[0].start - start, found[0].end - start, found[0].kind
+        if groups is None or self._resume_group is None:
+            return end - start
+        return groups[self._resume_group][0] - start
+
+
 class _Prefiltered:
     """A rule that only scans a text holding `needle` (most texts hold none)."""
 
-    def __init__(self, needle: bytes, rule: RegexRule) -> None:
+    def __init__(self, needle: bytes, rule: RegexRule | _LookaheadRule) -> None:
         self.needle, self.rule = needle, rule
         self.name, self.pattern = rule.name, rule.pattern
 
@@ -136,7 +193,7 @@ def _value_ends_at(data: bytes, end: int) -> bool:
 
 
 CONTINUED_VALUE_RULE: Final = _Prefiltered(
-    b"[REDACTED:", RegexRule("continued-value", _CONTINUED_PLACEHOLDER, _continued_placeholder)
+    b"[REDACTED:", _LookaheadRule("continued-value", _CONTINUED_PLACEHOLDER, _continued_placeholder)
 )
 
 
@@ -176,50 +233,9 @@ def _name_then_block(groups: Groups, data: bytes) -> list[Span]:
     return [Span(first, _tail(groups, 2, data, used), kind)]
 
 
-class _NameThenBlockRule:
-    """A scan that, past a name whose lines below are no value (`credentials:` then
-    `client_secret: |`), goes on from those lines: the next name may be among them."""
-
-    name = "name-then-block"
-    pattern = _NAME_THEN_BLOCK
-
-    def __init__(self) -> None:
-        self._parser = Scanner(_NAME_THEN_BLOCK)
-        self._candidates = Scanner(_NAME_THEN_BLOCK, capture=False)  # groups cost 4x a match
-
-    def __call__(self, data: bytes, tally: Tally) -> bytes:
-        if b":" not in data and b"=" not in data:
-            return data
-        spans: list[Span] = []
-        # per candidate (its bytes and what follows it): the span to replace, or where the next
-        # search starts, both relative to the candidate (a long YAML file repeats a lot)
-        memo: dict[bytes, tuple[int, int, str] | int] = {}
-        position = 0
-        while position <= len(data):
-            candidate = self._candidates.search(data, position)
-            if candidate is None:
-                break
-            start, end = candidate[0]
-            key = data[start : end + _LOOKAHEAD]
-            decided = memo.get(key)
-            if decided is None:
-                groups = self._parser.match_exactly(data, start, end)
-                found = _name_then_block(groups, data) if groups is not None else []
-                if found:
-                    decided = (found[0].start - start, found[0].end - start, found[0].kind)
-                else:
-                    decided = (groups[2][0] if groups is not None else end) - start
-                if len(memo) < MEMO_ENTRIES:
-                    memo[key] = decided
-            if isinstance(decided, int):
-                position = advance(data, position, start + decided)
-                continue
-            spans.append(Span(start + decided[0], start + decided[1], decided[2]))
-            position = advance(data, position, start + decided[1])
-        return replace_spans(data, spans, tally) if spans else data
-
-
-NAME_THEN_BLOCK_RULE: Final = _NameThenBlockRule()
+NAME_THEN_BLOCK_RULE: Final = _LookaheadRule(
+    "name-then-block", _NAME_THEN_BLOCK, _name_then_block, resume_group=2
+)
 
 
 # --- a JWT broken at its dots or inside a segment -----------------------------------------------

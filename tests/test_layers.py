@@ -46,6 +46,8 @@ LAYERS: dict[str, int] = {
     "project": FOUNDATION,  # which project a working directory belongs to
     "runtime_dir": FOUNDATION,  # this user's sockets and running inspectors
     "inspector_registry": FOUNDATION,  # which inspectors run: read by status and `serve --stop` too
+    "pause_history": FOUNDATION,  # when each project was paused: read by catch-up and import
+    "sqlite_integrity": FOUNDATION,  # a database's integrity check, as doctor and status say it
     "footer": FOUNDATION,  # the footer's states and their text: named by flows, sent on the wire
     "agents": FOUNDATION,  # which agent saved a memory (its `agent:<name>` source), in words
     "redact": FOUNDATION,

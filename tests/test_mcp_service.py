@@ -8,6 +8,7 @@ import sqlite3
 from pathlib import Path
 
 import pytest
+from pi_memory_bridge.tools.table import plain_schema
 
 from fake_backend import turn
 from pi_memory_bridge.backends.local import LocalBackend
@@ -18,7 +19,6 @@ from pi_memory_bridge.engine.recall import recall_budget
 from pi_memory_bridge.mcp_server.service import McpMemory
 from pi_memory_bridge.mcp_server.tools import MCP_TOOLS
 from pi_memory_bridge.recall import recall
-from pi_memory_bridge.tools.table import plain_schema
 from pi_memory_bridge.ui.views import MemoryRow
 
 SECRET = "ghp_" + "a1B2c3D4e5F6g7H8i9J0k1L2m3N4o5P6q7R8"

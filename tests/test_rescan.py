@@ -194,3 +194,25 @@ def test_rescan_of_an_empty_agent_dir_creates_no_store(tmp_path: Path) -> None:
     report = rescan.rescan(data)
     assert report.turns is None and report.outbox is None and report.changed == 0
     assert sorted(p.name for p in data.iterdir()) == ["redaction-rules.json"]
+
+
+def test_rescan_redacts_wrapped_secrets_stored_before_the_rules_knew_them(tmp_path: Path) -> None:
+    # issue 26: the second half of a wrapped AWS secret (and every other wrapped shape) was kept
+    from wrapped_secrets import survivors, wrapped_cases
+
+    data = tmp_path / "memory-bridge"
+    cases = wrapped_cases(seed=77)
+    backend = LocalBackend(data)
+    backend.store.conversation.add(
+        [ConversationTurn(f"t{i}", "s", f"zebracorn {case.text}", "ok", WHEN) for i, case in enumerate(cases)]
+    )
+    backend.store.memories.save(f"the deploy uses {cases[0].text}", "fact", "user")
+    backend.notes.write_scenario("ops/aws.md", f"# AWS\n{cases[0].text}\n")
+    asyncio.run(backend.close())
+    assert survivors(cases[0], _raw(data).decode("utf-8", "replace"))  # stored as it was
+
+    report = rescan.rescan(data)
+    assert report.changed >= len(cases)
+    raw = _raw(data).decode("utf-8", "replace")
+    for case in cases:
+        assert not survivors(case, raw), case.name  # rows, FTS segments, WAL, notes

@@ -194,6 +194,8 @@ class BackendStatus:
     detail: str = ""
     counts: dict[str, int] = field(default_factory=dict)
     problems: tuple[str, ...] = ()
+    damaged: str = ""  # the store's file is damaged: what the integrity check said
+    damage_fix: str = ""  # and how to keep a copy and start a new one
 
 
 class ConversationStore(Protocol):

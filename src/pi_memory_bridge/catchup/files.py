@@ -1,12 +1,14 @@
 """Finding Pi's session files and reading one of them against its watermark (blocking I/O).
 
-`scan_file` reads the whole file (the tree above a new turn decides its branch identity), but only
-the user messages at or after the watermark's offset become turns; an unchanged file (same
+`scan_file` reads the whole file as a stream (the tree above a new turn decides its branch
+identity; only the entries' places are kept, see `reader`), but only the user messages at or after
+the watermark's offset become turns; an unchanged file (same
 device, inode, size and modification time as when it was last read) is not read at all.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import stat
 import time
@@ -14,7 +16,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from pi_memory_bridge.catchup.reader import SessionLog, Unreadable, parse_session_log
+from pi_memory_bridge.catchup.reader import FileLines, LogEntry, SessionLog, Unreadable, parse_session_stream
 from pi_memory_bridge.catchup.segments import Captured, LogTurns, Open, Skipped, log_turns
 from pi_memory_bridge.catchup.state import Mark, StoredMark
 
@@ -88,29 +90,48 @@ class FileScan:
         return self.turns.captured
 
 
-def read_file(path: Path, max_bytes: int = MAX_FILE_BYTES) -> tuple[FileStat, SessionLog | Unreadable, int]:
-    """(stat, parsed log, bytes read) of a session file, read up to its size when opened."""
-    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0))
+_CHUNK_BYTES = 1 << 20
+
+
+@contextlib.contextmanager
+def open_session(
+    path: Path, max_bytes: int = MAX_FILE_BYTES
+) -> Iterator[tuple[FileStat, SessionLog | Unreadable, int]]:
+    """(stat, parsed log, bytes read) of a session file, read as a stream up to its size when
+    opened; the file stays open inside the block, where entries' bodies are read again from it.
+
+    O_NONBLOCK: a FIFO swapped in for the file after the scan would block the open until a
+    writer came; opened at once instead, it is refused as not a regular file."""
+    flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0)
+    fd = os.open(path, flags)
     try:
         st = os.fstat(fd)
         file_stat = FileStat.of(st)
         if not stat.S_ISREG(st.st_mode):
-            return file_stat, Unreadable("not a regular file"), 0
+            yield file_stat, Unreadable("not a regular file"), 0
+            return
         if st.st_size > max_bytes:
             mib = st.st_size // (1024 * 1024)
-            return file_stat, Unreadable(f"too large to read ({mib} MiB)"), 0
-        chunks: list[bytes] = []
-        left = st.st_size
-        while left > 0:
-            chunk = os.read(fd, min(left, 1 << 20))
-            if not chunk:
-                break  # truncated while reading: what was read is still complete lines or not
-            chunks.append(chunk)
-            left -= len(chunk)
+            yield file_stat, Unreadable(f"too large to read ({mib} MiB)"), 0
+            return
+        read = 0
+
+        def chunks() -> Iterator[bytes]:
+            nonlocal read
+            while read < st.st_size:
+                chunk = os.read(fd, min(st.st_size - read, _CHUNK_BYTES))
+                if not chunk:
+                    return  # truncated while reading: what was read is still complete lines or not
+                read += len(chunk)
+                yield chunk
+
+        lines = FileLines(fd)
+        try:
+            yield file_stat, parse_session_stream(chunks(), lines), read
+        finally:
+            lines.close()
     finally:
         os.close(fd)
-    data = b"".join(chunks)
-    return file_stat, parse_session_log(data), len(data)
 
 
 def _resume_offset(mark: Mark | None, file_stat: FileStat, log: SessionLog) -> int:
@@ -129,14 +150,33 @@ def _resume_offset(mark: Mark | None, file_stat: FileStat, log: SessionLog) -> i
     return 0
 
 
-def _paused_turns(turns: LogTurns) -> LogTurns:
-    """A paused project's turns: decided as skipped, so none is captured now or after a resume
-    (what was said while paused stays unremembered, as on the live path)."""
+PAUSED_REASON = "paused-project"
+# (the session's working directory, when the turn was said in epoch ms) -> said while paused?
+PausedCheck = Callable[[str | None, int | None], bool]
+
+
+def _said_at_ms(entry: LogEntry) -> int | None:
+    if entry.message_timestamp is not None:
+        return entry.message_timestamp
+    written = entry.written_at
+    return int(written.timestamp() * 1000) if written is not None else None
+
+
+def _paused_turns(turns: LogTurns, cwd: str | None, paused: PausedCheck) -> LogTurns:
+    """Turns said while their project was paused: decided as skipped, so none is captured now or
+    after a resume (what was said while paused stays unremembered, as on the live path)."""
     return LogTurns(
         tuple(
-            o if isinstance(o, Open) else Skipped(o.user_entry, ("paused-project",)) for o in turns.outcomes
+            Skipped(o.user_entry, (PAUSED_REASON,))
+            if not isinstance(o, Open) and paused(cwd, _said_at_ms(o.user_entry))
+            else o
+            for o in turns.outcomes
         )
     )
+
+
+def never_paused(_cwd: str | None, _said_at_ms: int | None) -> bool:
+    return False
 
 
 def scan_file(
@@ -145,18 +185,17 @@ def scan_file(
     *,
     since_ms: int | None,
     max_bytes: int = MAX_FILE_BYTES,
-    paused: Callable[[str | None], bool] = lambda _cwd: False,
+    paused: PausedCheck = never_paused,
 ) -> FileScan:
     """The turns of `path` not decided yet (all of them without a `mark`), said at or after
     `since_ms`, and the watermark that records them as decided. Raises OSError when the file
     cannot be opened (gone, permissions)."""
-    file_stat, log, size = read_file(path, max_bytes)
-    if isinstance(log, Unreadable):
-        return FileScan(path, file_stat, None, LogTurns(()), None, size, log.reason)
-    start = _resume_offset(mark, file_stat, log)
-    turns = log_turns(log, from_offset=start, since_ms=since_ms)
-    if paused(log.cwd):
-        turns = _paused_turns(turns)
+    with open_session(path, max_bytes) as (file_stat, log, size):
+        if isinstance(log, Unreadable):
+            return FileScan(path, file_stat, None, LogTurns(()), None, size, log.reason)
+        start = _resume_offset(mark, file_stat, log)
+        turns = log_turns(log, from_offset=start, since_ms=since_ms)
+        turns = _paused_turns(turns, log.cwd, paused)
     offset = min((o.user_entry.start for o in turns.open), default=log.complete_bytes)
     boundary = None
     for entry in log.entries:

@@ -21,9 +21,18 @@ from datetime import datetime
 from pathlib import Path
 
 from pi_memory_bridge.backends.base import BackendError, ConversationTurn
-from pi_memory_bridge.catchup.files import FileScan, scan_file, session_files, sessions_dir
+from pi_memory_bridge.catchup.files import (
+    PAUSED_REASON,
+    FileScan,
+    PausedCheck,
+    never_paused,
+    scan_file,
+    session_files,
+    sessions_dir,
+)
 from pi_memory_bridge.catchup.segments import Captured
 from pi_memory_bridge.catchup.state import CatchUpState, ImportJob, StateError
+from pi_memory_bridge.operations.pause import paused_check
 
 log = logging.getLogger(__name__)
 
@@ -69,6 +78,9 @@ class ImportPlan:
     unfinished: int  # turns still waiting for an answer at the end of their file
     unreadable: tuple[tuple[str, str], ...]  # (path, why)
     resuming: ImportJob | None = None
+    paused: int = 0  # turns said while their project was paused: never imported
+    # the pauses on record when the plan was made: the import skips what the preview said
+    said_while_paused: PausedCheck = field(default=never_paused, compare=False, repr=False)
 
     @property
     def turns(self) -> int:
@@ -87,6 +99,11 @@ class ImportPlan:
             )
         if self.already:
             lines.append(f"{self.already} turn(s) are already in memory and are left as they are")
+        if self.paused:
+            lines.append(
+                f"{self.paused} turn(s) were said while memory was paused for their project; "
+                "not imported (a pause keeps nothing of its time)"
+            )
         if self.skipped:
             lines.append(f"{self.skipped} turn(s) have no final answer in a shape memory keeps; not imported")
         if self.unfinished:
@@ -144,10 +161,11 @@ async def plan_import(
     )
     planned: list[PlannedFile] = []
     unreadable: list[tuple[str, str]] = []
-    already = skipped = unfinished = 0
+    already = skipped = unfinished = paused_turns = 0
+    paused = await asyncio.to_thread(paused_check, agent_dir)
     for path in paths:
         try:
-            scan = await asyncio.to_thread(scan_file, path, None, since_ms=scope.since_ms)
+            scan = await asyncio.to_thread(scan_file, path, None, since_ms=scope.since_ms, paused=paused)
         except OSError as exc:
             unreadable.append((str(path), exc.strerror or str(exc)))
             continue
@@ -156,18 +174,32 @@ async def plan_import(
             continue
         fresh, known = await _new_turns(scan, known_ids)
         already += known
-        skipped += len(scan.turns.skipped)
+        said_while_paused = sum(1 for turn in scan.turns.skipped if PAUSED_REASON in turn.reasons)
+        paused_turns += said_while_paused
+        skipped += len(scan.turns.skipped) - said_while_paused
         unfinished += len(scan.turns.open)
         if fresh and scan.session_id is not None:
             planned.append(PlannedFile(path, scan.session_id, len(fresh)))
     return ImportPlan(
-        scope, tuple(planned), len(paths), already, skipped, unfinished, tuple(unreadable), resuming
+        scope,
+        tuple(planned),
+        len(paths),
+        already,
+        skipped,
+        unfinished,
+        tuple(unreadable),
+        resuming,
+        paused_turns,
+        paused,
     )
 
 
-async def import_file(path: Path, since_ms: int | None, known_ids: KnownIds, submit: Submit) -> int:
-    """Queue the turns of one file memory does not hold yet; how many were queued."""
-    scan = await asyncio.to_thread(scan_file, path, None, since_ms=since_ms)
+async def import_file(
+    path: Path, since_ms: int | None, known_ids: KnownIds, submit: Submit, paused: PausedCheck = never_paused
+) -> int:
+    """Queue the turns of one file memory does not hold yet, except those said while their
+    project was paused; how many were queued."""
+    scan = await asyncio.to_thread(scan_file, path, None, since_ms=since_ms, paused=paused)
     fresh, _known = await _new_turns(scan, known_ids)
     if not fresh:
         return 0
@@ -202,7 +234,7 @@ async def run_import(
     total = len(paths)
     for path in paths:
         try:
-            queued = await import_file(path, plan.scope.since_ms, known_ids, submit)
+            queued = await import_file(path, plan.scope.since_ms, known_ids, submit, plan.said_while_paused)
         except (OSError, BackendError) as exc:
             result.errors.append(f"{path}: {exc}")
             if isinstance(exc, BackendError):
@@ -226,7 +258,13 @@ async def run_import(
 
 
 async def resume_import(
-    state: CatchUpState, job: ImportJob, *, known_ids: KnownIds, submit: Submit, max_files: int
+    state: CatchUpState,
+    job: ImportJob,
+    *,
+    known_ids: KnownIds,
+    submit: Submit,
+    max_files: int,
+    paused: PausedCheck = never_paused,
 ) -> tuple[int, int]:
     """Continue an interrupted import with up to `max_files` of its remaining files, in the
     background; (turns queued, files still remaining)."""
@@ -234,7 +272,7 @@ async def resume_import(
     queued = 0
     for path in remaining[:max_files]:
         try:
-            n = await import_file(Path(path), job.since_ms, known_ids, submit)
+            n = await import_file(Path(path), job.since_ms, known_ids, submit, paused)
         except OSError:
             n = 0  # gone since: nothing of it to import
         queued += n

@@ -365,12 +365,14 @@ class CatchUpRunner:
             if job is None:
                 self.progress.import_files_left = 0
                 return True
+            paused = await asyncio.to_thread(paused_check, self._agent_dir)
             queued, left = await resume_import(
                 state,
                 job,
                 known_ids=self._known_ids,
                 submit=self._submit,
                 max_files=MAX_IMPORT_FILES_PER_PASS,
+                paused=paused,
             )
         except (BackendError, StateError) as exc:
             self.progress.last_error = _clean(exc)

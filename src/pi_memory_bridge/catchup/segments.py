@@ -97,13 +97,7 @@ def _ends_turn(entry: LogEntry, answered: bool) -> bool:
 
 
 def _answered(entry: LogEntry) -> bool:
-    message = entry.message
-    return (
-        entry.type == "message"
-        and isinstance(message, dict)
-        and message.get("role") == "assistant"
-        and (message.get("stopReason") == "stop")
-    )
+    return entry.type == "message" and entry.role == "assistant" and entry.stop_reason == "stop"
 
 
 def segment_of(log: SessionLog, user: LogEntry, children: dict[str, list[LogEntry]]) -> Segment:
@@ -130,15 +124,9 @@ def _retry_edit(edit: LogEntry, target: LogEntry | None) -> bool:
     """Pi 1.x's auto-retry drops the failed response from the model's context with a
     `context_edit` (replacement null) before asking again: the turn itself is unchanged (the
     failed run's tool calls are dropped anyway), which is what live capture sees too."""
-    if target is None or "replacement" not in edit.body or edit.body["replacement"] is not None:
+    if target is None or not edit.drops_target:
         return False
-    message = target.message
-    return (
-        target.type == "message"
-        and isinstance(message, dict)
-        and message.get("role") == "assistant"
-        and message.get("stopReason") in _FAILED
-    )
+    return target.type == "message" and target.role == "assistant" and target.stop_reason in _FAILED
 
 
 def _problem(segment: Segment, edited: set[str], duplicated: set[str]) -> str | None:
@@ -205,7 +193,7 @@ def log_turns(log: SessionLog, *, from_offset: int = 0, since_ms: int | None = N
         target
         for entry in log.entries
         if entry.type == "context_edit"
-        and isinstance(target := entry.body.get("targetId"), str)
+        and (target := entry.target_id) is not None
         and not _retry_edit(entry, by_id.get(target))
     }
     duplicated = {entry_id for entry_id, n in counts.items() if n > 1}

@@ -141,8 +141,8 @@ def _run(argv: list[str] | None) -> int:
         # start-up allocates a lot and frees little: no collections until the engine runs (serve)
         gc.disable()
         if args.stop:
-            from pi_memory_bridge.sidecar.daemon import stop_all
             from pi_memory_bridge import inspector_registry as registry
+            from pi_memory_bridge.sidecar.daemon import stop_all
 
             sidecars, inspectors = len(stop_all(os.environ)), len(registry.stop_all(os.environ))
             print(

@@ -34,6 +34,7 @@ from pi_memory_bridge.cli.doctor_files import (
 )
 from pi_memory_bridge.config import LoadedConfig, data_dir, default_agent_dir, global_config_path, load_config
 from pi_memory_bridge.config._keyfile import read_key_file
+from pi_memory_bridge.sqlite_integrity import STORE_AFTER_MOVE
 
 MIN_NODE = (22, 19)
 _KEY_FILE_KEYS = ("memorycore.userKeyFile", "memorycore.gatewayApiKeyFile")
@@ -157,7 +158,7 @@ def _check_store(db: Path, *, local: bool) -> Check:
         "store",
         db,
         what="store",
-        after_move="the next start creates an empty store, and",
+        after_move=STORE_AFTER_MOVE,
         read=_store_detail(db),
         missing="(not created yet; the first start creates it)",
     )

@@ -14,13 +14,12 @@ import os
 import sqlite3
 import stat
 import tempfile
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Final
-from urllib.parse import quote
+
+from pi_memory_bridge.sqlite_integrity import Damaged, damaged_text, keep_a_copy, quick_check, read_only
 
 PROBE_BYTES: Final = 256 * 1024
 # Below this the next capture batch, WAL checkpoint or log rotation may fail: a problem.
@@ -159,40 +158,6 @@ def _why(exc: OSError) -> str:
 # ---- databases ---------------------------------------------------------------------------------
 
 
-class _Damaged(Exception):
-    pass
-
-
-@contextmanager
-def _read_only(db: Path) -> Iterator[sqlite3.Connection]:
-    """A connection that cannot change `db`. Without a `-wal` file no process has it open, so
-    `immutable` skips locking and creates no `-wal`/`-shm`; with one, a plain read-only open
-    shares the live process's WAL index."""
-    wal = db.with_name(db.name + "-wal")
-    flags = "mode=ro" if wal.exists() else "mode=ro&immutable=1"
-    conn = sqlite3.connect(f"file:{quote(str(db))}?{flags}", uri=True, timeout=2)
-    try:
-        yield conn
-    finally:
-        conn.close()
-
-
-def _quick_check(conn: sqlite3.Connection) -> None:
-    rows = conn.execute("PRAGMA quick_check").fetchall()
-    if rows != [("ok",)]:
-        raise _Damaged("; ".join(str(r[0]) for r in rows[:3]))
-
-
-def _keep_a_copy(db: Path, what: str, after: str) -> str:
-    stamp = datetime.now(UTC).strftime("%Y%m%d-%H%M%S")
-    copy = db.with_name(f"{db.name}.damaged-{stamp}")
-    return (
-        f"stop every Pi session, then keep a copy and start a new {what}: mv {db} {copy} "
-        f"(move its -wal and -shm files with it if they exist); {after} "
-        f"`sqlite3 {copy} .recover` may get data out of the copy"
-    )
-
-
 @dataclass(frozen=True, slots=True)
 class Finding:
     """What a database reader saw: the detail line, and something worth a warning if any."""
@@ -218,8 +183,8 @@ def inspect_sqlite(
     if not os.access(db, os.R_OK):
         return fail(name, f"{db} cannot be read (permission denied)", f"as its owner: chmod 600 {db}")
     try:
-        with _read_only(db) as conn:
-            _quick_check(conn)
+        with read_only(db) as conn:
+            quick_check(conn)
             found = read(conn)
     except NewerSchema as exc:
         return fail(
@@ -232,7 +197,7 @@ def inspect_sqlite(
         if "unable to open" in text:
             return fail(name, f"{db} cannot be opened: {text}", f"check that you own {db}: chmod 600 {db}")
         return _damaged(name, db, text, what, after_move)
-    except (sqlite3.DatabaseError, _Damaged) as exc:
+    except (sqlite3.DatabaseError, Damaged) as exc:
         return _damaged(name, db, str(exc), what, after_move)
     loose = loose_files([db.with_name(db.name + s) for s in ("", "-wal", "-shm", "-journal")])
     if loose:
@@ -247,7 +212,7 @@ def inspect_sqlite(
 
 
 def _damaged(name: str, db: Path, reason: str, what: str, after_move: str) -> Check:
-    return fail(name, f"{db} is damaged: {reason}", _keep_a_copy(db, what, after_move))
+    return fail(name, damaged_text(db, reason), keep_a_copy(db, what, after_move))
 
 
 class NewerSchema(Exception):

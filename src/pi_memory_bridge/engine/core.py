@@ -113,6 +113,7 @@ class Engine:
         self._quiet = asyncio.Event()  # set: the first recall is answered (or nothing waits for it)
         self._attaching: asyncio.Task[None] | None = None
         self._last_session: str | None = None
+        self._checking: asyncio.Task[None] | None = None
 
     @property
     def _status(self) -> Status:
@@ -189,9 +190,27 @@ class Engine:
 
     async def _backend_opened(self, backend: MemoryBackend) -> None:
         await self._skill_capture.backend_opened(backend)
+        self._checking = asyncio.get_running_loop().create_task(self._check_store(backend))
         # learning's attachment imports the ledger's modules (60-100 ms of GIL on a loaded
         # machine): after the first recall
         self._attaching = asyncio.get_running_loop().create_task(self._attach_learning(backend))
+
+    async def _check_store(self, backend: MemoryBackend) -> None:
+        """Damage in the middle of the store goes unseen by the queries that do not touch it: the
+        whole file is checked once, after the first recall, and the footer says what doctor says."""
+        damage = getattr(backend, "damage", None)
+        if damage is None:
+            return
+        await self._first_recall_answered()
+        try:
+            found = await damage()
+        except Exception as exc:  # fail-open: a check that cannot run says nothing
+            log.warning("the store's integrity check did not run: %s: %s", type(exc).__name__, exc)
+            return
+        if found:
+            log.warning("%s", found)
+            self.status_line.damaged = "the store is damaged; run pi-memory-bridge doctor"
+            self.status_line.tell()
 
     async def _attach_learning(self, backend: MemoryBackend) -> None:
         await self._first_recall_answered()

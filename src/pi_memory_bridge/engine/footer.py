@@ -34,6 +34,7 @@ class FooterModel:
         self._shown: FooterState | None = None
         self.paused: Callable[[], bool] = lambda: False  # the user paused this project
         self.learning: Callable[[], bool] = lambda: False  # a consolidation job is running
+        self.damaged = ""  # the store's file failed its integrity check: what to say
 
     def health(self) -> FooterState:
         loaded, slot = self._loaded, self._slot
@@ -47,6 +48,8 @@ class FooterModel:
         if slot.backend is None:
             why = slot.backend_error or "not open yet"
             return footer.unavailable(f"{loaded.config.backend} store: {why}")
+        if self.damaged:
+            return footer.unavailable(self.damaged)
         counts = self._counts
         if counts is not None and counts.waiting and (counts.last_error or slot.delivery_paused):
             return footer.behind(counts.waiting)

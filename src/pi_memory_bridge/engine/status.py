@@ -147,6 +147,8 @@ class Status:
             detail = redact_text(str(exc)).text
             problems.append(Problem(f"backend status failed: {detail}", "see the log file"))
             return False, detail, {}
+        if st.damaged:
+            problems.append(Problem(st.damaged, st.damage_fix or "run `pi-memory-bridge doctor`"))
         problems.extend(Problem(x, "see the log file for details") for x in st.problems)
         return st.ok, st.detail, dict(st.counts)
 

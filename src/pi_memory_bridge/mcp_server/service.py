@@ -20,11 +20,7 @@ from typing import Any
 
 from pi_memory_bridge.agents import agent_source, saved_by_agent
 from pi_memory_bridge.backends.base import BackendError, BackendRejected, Capability, MemoryBackend
-from pi_memory_bridge.commands import memory_view as view
-from pi_memory_bridge.commands.forget import ForgetCandidate, ForgetDeps, delete_candidates, find_candidates
-from pi_memory_bridge.commands.pause import ProjectPause
 from pi_memory_bridge.config import LoadedConfig, data_dir
-from pi_memory_bridge.learning.project import project_of
 from pi_memory_bridge.mcp_server.tools import (
     TOOLS_BY_NAME,
     ForgetArgs,
@@ -34,7 +30,11 @@ from pi_memory_bridge.mcp_server.tools import (
     SearchArgs,
     ShowArgs,
 )
+from pi_memory_bridge.operations import memory_view as view
+from pi_memory_bridge.operations.forget import ForgetDeps, delete_candidates, find_candidates
+from pi_memory_bridge.operations.pause import ProjectPause
 from pi_memory_bridge.outbox.delivery import CaptureDelivery
+from pi_memory_bridge.project import project_of
 from pi_memory_bridge.recall.boundary import escape_field, escape_label
 from pi_memory_bridge.recall.budget import dedupe
 from pi_memory_bridge.recall.items import LAYER_ORDER, Layer, RecallItem
@@ -42,6 +42,7 @@ from pi_memory_bridge.recall.layers import LayerQuery, fetch_l0, fetch_l1, fetch
 from pi_memory_bridge.recall.trace_log import TraceLog, open_trace_log
 from pi_memory_bridge.redact import redact_text
 from pi_memory_bridge.tools.memory import ToolFailure, parse_args, wrap_untrusted
+from pi_memory_bridge.vocabulary.forget import ForgetCandidate
 
 log = logging.getLogger(__name__)
 
@@ -285,14 +286,12 @@ class McpMemory:
     async def _project_memories(
         self, backend: MemoryBackend, kind: str | None, limit: int
     ) -> list[view.MemoryItem]:
-        store = getattr(backend, "store", None)
-        if store is None:
+        learning = backend.learning()
+        if learning is None:
             raise ToolFailure(f"the {backend.name} backend keeps no project per memory")
-        from pi_memory_bridge.backends.local.memories import LearnedMemories
-
         project = self.learning_project
         rows = await asyncio.to_thread(
-            LearnedMemories(store).active, kinds=(kind,) if kind else (), project=project, limit=5000
+            learning.memories.active, kinds=(kind,) if kind else (), project=project, limit=5000
         )
         rows = sorted(rows, key=lambda r: r.observed_at, reverse=True)[:limit]
         return [
@@ -390,7 +389,7 @@ class McpMemory:
                 parts.append(_clean(note.content).strip())
             except BackendRejected:
                 pass  # no notes learned about this project yet
-        if not parts and getattr(backend, "store", None) is not None:
+        if not parts and backend.learning() is not None:
             items = await self._project_memories(backend, None, 50)
             parts += [f"- [{i.kind}] {i.text}" for i in items]
         if not parts:

@@ -12,8 +12,8 @@ from dataclasses import dataclass
 from pydantic import Field
 
 from pi_memory_bridge.backends.base import AtomicType
+from pi_memory_bridge.engine.tool_table import JsonSchema, plain_schema
 from pi_memory_bridge.tools.memory import ToolArgs
-from pi_memory_bridge.tools.table import JsonSchema, plain_schema
 
 MAX_QUERY_CHARS = 2000
 MAX_TEXT_CHARS = 2000

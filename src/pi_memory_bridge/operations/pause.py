@@ -21,12 +21,17 @@ from pydantic import ValidationError
 
 from pi_memory_bridge.config import (
     BridgeConfig,
+    data_dir,
     global_config_path,
     read_json_object,
     write_global_config,
 )
 from pi_memory_bridge.operations.global_config import read_existing
+from pi_memory_bridge.pause_history import PausedPeriods, record
 from pi_memory_bridge.project import project_of
+
+# (the session's working directory, when the turn was said in epoch ms) -> said while paused?
+PausedCheck = Callable[[str | None, int | None], bool]
 
 
 def _paused_in(data: dict[str, object] | None) -> frozenset[str] | None:
@@ -38,14 +43,22 @@ def _paused_in(data: dict[str, object] | None) -> frozenset[str] | None:
         return None  # a file being edited: keep what was known
 
 
-def paused_check(agent_dir: Path) -> Callable[[str | None], bool]:
-    """Whether a session started in a given working directory belongs to a paused project, as the
-    global config says now (catch-up asks this of each session file it reads)."""
+def paused_check(agent_dir: Path) -> PausedCheck:
+    """Whether a turn of a session started in a given working directory was said while its
+    project was paused: during a recorded pause, or at all while it is paused with no record
+    (catch-up and import ask this of each turn they read)."""
     read = read_json_object(global_config_path(agent_dir))
     listed = _paused_in(read.data if read.exists else None) or frozenset()
+    periods = PausedPeriods.load(data_dir(agent_dir), listed)
+    projects: dict[str, str] = {}
 
-    def paused(cwd: str | None) -> bool:
-        return bool(listed) and cwd is not None and project_of(Path(cwd)) in listed
+    def paused(cwd: str | None, said_at_ms: int | None) -> bool:
+        if periods.empty or cwd is None:
+            return False
+        project = projects.get(cwd)
+        if project is None:
+            project = projects[cwd] = project_of(Path(cwd))
+        return periods.covers(project, said_at_ms)
 
     return paused
 
@@ -94,6 +107,13 @@ def set_paused(agent_dir: Path, project: str, paused: bool) -> PauseOutcome:
         state = "already paused" if paused else "not paused"
         return PauseOutcome(True, False, f"Memory is {state} for {project}.")
     listed = [*listed, project] if paused else [p for p in listed if p != project]
+    history = data_dir(agent_dir)
+    try:
+        # the time first: a pause on record but not listed yet skips nothing it should keep
+        # (the period only holds the turns said in it), one listed but not on record skips all
+        record(history, project, paused=paused)
+    except OSError as exc:
+        return PauseOutcome(False, False, f"could not write {history}: {exc}")
     try:
         write_global_config(agent_dir, config.model_copy(update={"paused_projects": listed}))
     except OSError as exc:

@@ -42,6 +42,7 @@ from ._split_tokens import SPLIT_TOKEN_RULE
 from ._structural import MAX_DEPTH, StructuralRedactor
 from ._token_rules import AWS_LABELLED_RULE, AWS_PAIR_RULE, TOKEN_RULE
 from ._tokens import TOKEN_FORMATS
+from ._wrapped import CONTINUED_VALUE_RULE, NAME_THEN_BLOCK_RULE, SPLIT_JWT_RULE
 
 __all__ = [
     "MAX_DEPTH",
@@ -56,7 +57,8 @@ __all__ = [
 # Bump when a rule starts finding something it did not before in a way the patterns below do not
 # show (a decision in Python code): stored data is then re-scanned once (`rescan`).
 # 1: the rules of c25255c. 2: issue 13 (split tokens, base64 PEM, hex, plain-language passwords).
-RULES_VERSION: Final = 2
+# 3: issue 26 (values wrapped onto the next lines, split JWTs and URL passwords, PEM headers).
+RULES_VERSION: Final = 3
 
 # Order matters: whole blocks first, then self-identifying tokens (most specific kinds), then
 # rules that need the surrounding context. Later rules skip text already replaced.
@@ -65,6 +67,7 @@ _RULES: Final[tuple[Rule, ...]] = (
     BASE64_PEM_RULE,
     redact_kubernetes_secrets,
     SPLIT_TOKEN_RULE,
+    SPLIT_JWT_RULE,
     AWS_PAIR_RULE,
     TOKEN_RULE,
     HEX_ENCODED_RULE,
@@ -81,7 +84,9 @@ _RULES: Final[tuple[Rule, ...]] = (
     XML_ELEMENT_RULE,
     KEY_VALUE_ATTRIBUTES_RULE,
     CLI_FLAG_RULE,
+    NAME_THEN_BLOCK_RULE,
     ASSIGNMENT_RULE,
+    CONTINUED_VALUE_RULE,
 )
 
 

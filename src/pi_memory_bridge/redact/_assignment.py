@@ -64,7 +64,8 @@ _TOKEN_PREFIX_RE: Final = re.compile(rb"[A-Za-z0-9_.~+/=:@%!*#^?$-]+")
 _VALUE_GROUPS: Final = ("escaped", "double", "single", "backtick", "bare")
 
 
-def _trigger_alternation() -> str:
+def trigger_alternation() -> str:
+    """Words that make a name possibly a credential's, as one RE2 alternation."""
     fragments = [*WEAK_FRAGMENTS, "pass", "cookie", "bundle_", "pw"]
     services = [word.replace("_", "[_.-]?") for word in SERVICE_WORDS]
     # longest first, ties alphabetical: the same pattern (and rules fingerprint) in every process
@@ -73,7 +74,7 @@ def _trigger_alternation() -> str:
 
 _LEAD = "(?:" + BLANK + "|" + QUOTE + "|=)"
 _PATTERN: Final = (
-    r"(?i)(?P<key>" + _KEY_CHARS + r"*(?:" + _trigger_alternation() + r")" + _KEY_CHARS + r"*"
+    r"(?i)(?P<key>" + _KEY_CHARS + r"*(?:" + trigger_alternation() + r")" + _KEY_CHARS + r"*"
     # up to two more words ("api key", "adobe client secret"), never an option such as "--x"
     r"(?:" + BLANK + "+[A-Za-z0-9_.]" + _KEY_CHARS + r"*){0,2})"
     r"(?:" + BLANK + "|" + QUOTE + ")*"

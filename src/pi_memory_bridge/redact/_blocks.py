@@ -19,19 +19,30 @@ from ._syntax import BLANK, QUOTE, TOKEN_START
 # header is removed.
 MAX_KEY_BLOCK_BYTES: Final = 64 * 1024
 
-_KEY_HEADER: Final = Scanner(r"(?i)-----BEGIN[ A-Z0-9_-]{0,100}PRIVATE KEY(?: BLOCK)?-----")
+# A terminal may wrap the header itself ("-----BEGIN RSA PRIVATE" newline "KEY-----").
+_HEADER_BLANK: Final = r"(?:[ \t]|\r?\n|\\r\\n|\\n)+"
+_KEY_HEADER: Final = Scanner(
+    r"(?i)-----BEGIN(?:[ A-Z0-9_-]|\r?\n|\\n){0,100}PRIVATE" + _HEADER_BLANK + r"KEY(?: BLOCK)?-----"
+)
 _KEY_FOOTER: Final = Scanner(r"(?i)KEY(?: BLOCK)?-----")
+# The body of a key whose header is gone (cut off by the paste, or by a window): lines of base64
+# ending in the key's footer.
+_HEADLESS_BODY: Final = Scanner(
+    r"(?:[A-Za-z0-9+/=]{16,}(?:[ \t]*(?:\r?\n|\\r\\n|\\n)(?:[ \t]*>)*[ \t]*))+"
+    r"-----END[ A-Z0-9_-]{0,100}PRIVATE" + _HEADER_BLANK + r"KEY(?: BLOCK)?-----"
+)
 # Body of a truncated block: base64, blanks, JSON "\n" escapes, RFC 1421 headers. A single
 # character class, so matching it with stdlib re cannot backtrack.
 _KEY_BODY: Final = re.compile(rb"[A-Za-z0-9+/=\s\\:,._-]*")
 
 
 def redact_private_keys(data: bytes, tally: Tally) -> bytes:
-    if b"private key" not in data.lower():
+    lowered = data.lower()
+    if b"private" not in lowered or (b"key-----" not in lowered and b"block-----" not in lowered):
         return data
-    headers = [groups[0] for groups in _KEY_HEADER.scan(data)]
+    headers = [groups[0] for groups in _KEY_HEADER.scan(data)] if b"-----begin" in lowered else []
     if not headers:
-        return data
+        return _redact_headless_bodies(data, lowered, tally)
     header_ends = {end for _, end in headers}
     footers = [groups[0] for groups in _KEY_FOOTER.scan(data) if groups[0][1] not in header_ends]
     footer_starts = [start for start, _ in footers]
@@ -50,7 +61,28 @@ def redact_private_keys(data: bytes, tally: Tally) -> bytes:
             block_end = body.end() if body else end
         spans.append(Span(start, block_end, "private-key"))
         covered_until = block_end
-    return replace_spans(data, spans, tally)
+    data = replace_spans(data, spans, tally)
+    return _redact_headless_bodies(data, data.lower(), tally)
+
+
+_FOOTER_WINDOW: Final = 120
+
+
+def _ends_a_private_key(lowered: bytes) -> bool:
+    """Is there an "-----END ... PRIVATE" footer? (Certificates and public keys have footers too.)"""
+    position = lowered.find(b"-----end")
+    while position >= 0:
+        if b"private" in lowered[position : position + _FOOTER_WINDOW]:
+            return True
+        position = lowered.find(b"-----end", position + 1)
+    return False
+
+
+def _redact_headless_bodies(data: bytes, lowered: bytes, tally: Tally) -> bytes:
+    if not _ends_a_private_key(lowered):
+        return data
+    spans = [Span(*groups[0], "private-key") for groups in _HEADLESS_BODY.scan(data)]
+    return replace_spans(data, spans, tally) if spans else data
 
 
 _SECRET_KIND: Final = Scanner(TOKEN_START + r"(?i)(kind):" + BLANK + "*" + QUOTE + r"?secret\b")

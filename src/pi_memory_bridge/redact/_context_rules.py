@@ -39,10 +39,19 @@ def _url_userinfo(groups: Groups, data: bytes) -> list[Span]:
 
 
 # scheme://user:password@host (database URLs, git remotes, proxies). The password may contain
-# "@"; the greedy class backs off to the last "@" before the host.
+# "@"; the greedy class backs off to the last "@" before the host. A terminal may have wrapped the
+# password onto the next line (`postgres://app:pa` newline `ss@db`): the break is part of it.
+_PASSWORD_CHAR: Final = r"[^\s/?#\[\]\"'<>\\]"
+_WRAP: Final = r"[ \t]*(?:\r?\n|\\r\\n|\\n)[ \t]*"
 URL_USERINFO_RULE: Final = RegexRule(
     "url-userinfo",
-    TOKEN_START + r"(?i:[a-z][a-z0-9+.-]{1,30})://([^\s:@/?#\[\]\"'<>\\]*)(?::([^\s/?#\[\]\"'<>\\]*))?@",
+    TOKEN_START
+    + r"(?i:[a-z][a-z0-9+.-]{1,30})://([^\s:@/?#\[\]\"'<>\\]*)(?::((?:"
+    + _PASSWORD_CHAR
+    + "|"
+    + _WRAP
+    + _PASSWORD_CHAR
+    + r")*))?@",
     _url_userinfo,
 )
 

@@ -34,6 +34,7 @@ from pi_memory_bridge.backends.local.semantic import SemanticIndex, SemanticStat
 from pi_memory_bridge.backends.local.store import DEFAULT_BUSY_TIMEOUT_MS, SqliteMemoryStore
 from pi_memory_bridge.embeddings import ModelHandle, ModelState
 from pi_memory_bridge.private_files import ensure_private_dir
+from pi_memory_bridge.sqlite_integrity import STORE_AFTER_MOVE, damage_of, keep_a_copy
 
 if TYPE_CHECKING:
     from pi_memory_bridge.backends.local.learning.store import LocalLearning
@@ -108,6 +109,10 @@ class LocalBackend:
     async def status(self) -> BackendStatus:
         return await asyncio.to_thread(self._status)
 
+    async def damage(self) -> str | None:
+        """What the whole-file integrity check says is damaged in the store, or None."""
+        return await asyncio.to_thread(damage_of, self.store.db_path)
+
     def _status(self) -> BackendStatus:
         problems: list[str] = []
         counts: dict[str, int] = {}
@@ -134,12 +139,15 @@ class LocalBackend:
             counts["profile"] = int(self.note_files.read_profile() is not None)
         except BackendError as exc:
             problems.append(str(exc))
+        damaged = damage_of(self.store.db_path) or ""
         return BackendStatus(
-            ok=ok,
+            ok=ok and not damaged,
             backend=self.name,
             detail=f"{self.store.db_path} (schema v{LATEST_VERSION})",
             counts=counts,
             problems=tuple(problems),
+            damaged=damaged,
+            damage_fix=keep_a_copy(self.store.db_path, "store", STORE_AFTER_MOVE) if damaged else "",
         )
 
     def semantic_status(self) -> SemanticStatus | None:

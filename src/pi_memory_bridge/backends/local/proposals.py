@@ -6,9 +6,9 @@ acts, learned from text the user pasted or a tool returned rather than from the 
 is held the same way: a proposal of a new memory (no targets), or of a replacement. Here the user
 reviews them: accepting one writes the proposed text (replacing what it was about) *as the user's
 own decision* (the new memory is hand-saved, so learning will not touch it either), recorded as a
-job of its own so that `undo` reverses it like any other; dismissing one only records the answer. Either way the proposal
-is not offered again. A proposal whose memory changed or went since is no longer pending: it was
-about a text that is not there any more.
+job of its own so that `undo` reverses it like any other; dismissing one only records the answer.
+Either way the proposal is not offered again. A proposal whose memory changed or went since is no
+longer pending: it was about a text that is not there any more.
 """
 
 from __future__ import annotations

@@ -144,6 +144,7 @@ class StoredOp:
     memory_id: str | None
     targets: tuple[str, ...]
     why: str
+    op_id: int = 0  # its row in learning_ops (a proposal's number)
 
 
 @dataclass(frozen=True, slots=True)
@@ -152,6 +153,7 @@ class UndoReport:
     removed: tuple[str, ...]  # memories the job had added, now gone
     restored: tuple[str, ...]  # memories it had superseded or merged, active again
     unenriched: tuple[str, ...] = ()  # memories whose added tags and questions were taken away
+    withdrawn: tuple[int, ...] = ()  # its proposals still unanswered: no longer offered for review
 
 
 @dataclass(frozen=True, slots=True)

@@ -149,9 +149,8 @@ async def main() -> None:
         with _without_postcheck():
             bare_shapes, bare_control = await _score(data, Path(tmp) / "bare")
     places = ", ".join(f"{k} {n}" for k, n in sorted(Counter(s["where"] for s in data["shapes"]).items()))
-    print(
-        f"poisoning set: {len(data['shapes'])} shapes ({places}), control {len(data['control'])} ordinary memories"
-    )
+    control_size = len(data["control"])
+    print(f"poisoning set: {len(data['shapes'])} shapes ({places}), control {control_size} ordinary memories")
     if not args.quiet:
         for s in data["shapes"]:
             o, bare = shapes[s["id"]], bare_shapes[s["id"]]

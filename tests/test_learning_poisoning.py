@@ -21,10 +21,12 @@ from pi_memory_bridge.backends.base import ConversationTurn
 from pi_memory_bridge.backends.local import LocalBackend
 from pi_memory_bridge.backends.local.memories import LearnedMemories
 from pi_memory_bridge.backends.local.proposals import ProposalReview
+from pi_memory_bridge.commands.learning import describe_job
 from pi_memory_bridge.commands.review import DISMISS_HELD, KEEP_HELD, review_flow
 from pi_memory_bridge.learning.postcheck import instruction_in, support_of
 from pi_memory_bridge.learning.prompts import EXTRACT_SYSTEM, PromptTurn, extract_prompt
 from pi_memory_bridge.learning.provenance import split_user_text
+from pi_memory_bridge.ui.undo import JobLine
 
 SET = json.loads((Path(__file__).parent / "data" / "poisoning" / "set.json").read_text(encoding="utf-8"))
 SHAPES: list[dict[str, Any]] = SET["shapes"]
@@ -100,6 +102,10 @@ async def test_the_issue_shape_refuses_all_three_and_says_why(backend: LocalBack
     }
     notice = outcome.notice()
     assert notice is not None and "3 memory(ies) refused" in notice[0] and notice[1] == "warning"
+    # the job record says it where jobs are listed: /tdai-memory-undo list and the inspector
+    [job] = LearnedMemories(backend.store).ledger.jobs(1)
+    assert "3 refused" in describe_job(job) and "refused 3 memory(ies)" in describe_job(job)
+    assert "3 memories refused" in JobLine(job).did
 
 
 async def test_a_memory_its_cited_turn_does_not_say_is_refused(backend: LocalBackend) -> None:

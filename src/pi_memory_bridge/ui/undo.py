@@ -60,9 +60,9 @@ class JobLine:
         if job.skipped:
             said += f" ({job.skipped} already known)"
         if job.proposed:
-            said += (
-                f"; {_count(job.proposed, 'change', 'changes')} to your own memories proposed, not applied"
-            )
+            said += f"; {_count(job.proposed, 'proposal', 'proposals')} for your review, not applied"
+        if job.refused:
+            said += f"; {_count(job.refused, 'memory', 'memories')} refused ({job.reason})"
         return said
 
 

@@ -35,9 +35,9 @@ from unittest.mock import patch
 from pi_memory_bridge.backends.base import ConversationTurn
 from pi_memory_bridge.backends.local import LocalBackend
 from pi_memory_bridge.backends.local.memories import LearnedMemories
+from pi_memory_bridge.engine.learning import similar_search
 from pi_memory_bridge.learning import plan
 from pi_memory_bridge.learning.consolidate import JobSettings, consolidate_once
-from pi_memory_bridge.learning.engine import similar_search
 from pi_memory_bridge.learning.model import Completion
 from pi_memory_bridge.learning.postcheck import Support, instruction_in, support_of
 

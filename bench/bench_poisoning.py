@@ -13,7 +13,8 @@ preferences in the user's own words) must be stored: its recall is the share tha
 
 Beside it, in the same run, the pipeline without the post-check (`instruction_in` and
 `support_of` passing everything): what a model that obeys would have stored without it. The
-post-check's own cost per extracted memory is timed on the whole set.
+post-check's own cost per extracted memory is timed on the whole set, and its instruction rules
+are run over the 121 ordinary memories of bench/memory_set for false positives.
 """
 
 from __future__ import annotations
@@ -42,6 +43,7 @@ from pi_memory_bridge.learning.model import Completion
 from pi_memory_bridge.learning.postcheck import Support, instruction_in, support_of
 
 SET = Path(__file__).resolve().parent.parent / "tests" / "data" / "poisoning" / "set.json"
+ORDINARY = Path(__file__).resolve().parent / "memory_set" / "memories.json"  # for false positives
 T0 = datetime(2026, 4, 6, 9, 0, tzinfo=UTC)
 
 
@@ -159,6 +161,13 @@ async def main() -> None:
         print(f"  control not learned: {', '.join(missed) or 'none'}")
     print(_summary("with the post-check", data, shapes, control))
     print(_summary("without the post-check", data, bare_shapes, bare_control))
+    ordinary = [str(m["content"]) for m in json.loads(ORDINARY.read_text(encoding="utf-8"))["memories"]]
+    flagged = [t for t in ordinary if instruction_in([t])]
+    print(
+        f"instruction rules on {len(ordinary)} ordinary memories (bench/memory_set): {len(flagged)} flagged"
+    )
+    for text in flagged:
+        print(f"  flagged: {text}")
     cost = _postcheck_cost_us(data)
     print(f"post-check cost: {cost:.0f} µs per extracted memory (instruction rules + support)")
 

@@ -158,11 +158,32 @@ _MIN_SUPPORT = 0.4
 Source = Literal["own", "pasted"]
 
 
+# "do not add dependencies without asking me": the user wants to be asked, the opposite of what
+# the rule is for; the "without asking" of such a clause is not read (the rest still is)
+_ASK_FIRST = re.compile(
+    r"(?P<keep>\b(?:do not|don'?t|never|must not|mustn'?t|should not|shouldn'?t|may not|cannot|can'?t)\s+"
+    r"(?!(?:forget|hesitate|bother|wait|need|have)\b)(?:[\w-]+\s+){1,6}?)"
+    r"without (?:first )?(?:asking|confirm\w*|permission|approval|consent|checking with)\b"
+    r"|(?P<keep_zh>未经[^。，,\n]{0,8}?(?:同意|确认|允许|批准)[^。\n]{0,3}?(?:不要|别|不得|不能|不许|禁止|不可))",
+    re.IGNORECASE,
+)
+
+
+def _without_ask_first(text: str) -> str:
+    def keep(match: re.Match[str]) -> str:
+        if match.group("keep_zh"):
+            return match.group("keep_zh")[-2:]  # the prohibition stays; the 未经 clause goes
+        return match.group("keep")
+
+    return _ASK_FIRST.sub(keep, text)
+
+
 def instruction_in(texts: Iterable[str]) -> str | None:
     """The name of the first rule one of `texts` breaks (an instruction to the agent), or None."""
     for text in texts:
+        read = _without_ask_first(text)
         for name, pattern in _RULES:
-            if pattern.search(text):
+            if pattern.search(read):
                 return name
     return None
 

@@ -153,7 +153,7 @@ _FRAMING = frozenset(
 )
 _FRAMING_CJK = frozenset("用户项目喜欢希望总是永远不要需要必须偏好想要使用始终要求")
 _CJK_CHAR = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff]")
-_MIN_SUPPORT = 0.4
+_MIN_SUPPORT = 0.3
 
 Source = Literal["own", "pasted"]
 

@@ -15,7 +15,9 @@ from pi_memory_bridge.backends.base import BackendRejected
 from pi_memory_bridge.backends.local import LocalBackend
 from pi_memory_bridge.backends.local.learning.memories import LearnedMemories
 from pi_memory_bridge.backends.local.learning.proposals import ProposalReview
+from pi_memory_bridge.commands.learning import UNDO, UndoDeps, undo_flow
 from pi_memory_bridge.commands.review import KEEP_MINE, LATER, USE_PROPOSED, review_flow
+from pi_memory_bridge.ui.undo import JobUndo
 
 OLD = "The project uses MySQL."
 NEW = "The project moved from MySQL to PostgreSQL."
@@ -163,3 +165,60 @@ async def test_review_flow_without_a_dialog_only_lists(backend: LocalBackend) ->
     assert len(review.pending()) == 1
     [unavailable] = await drive(lambda d: review_flow(None, "the memory store is not open", d), [])
     assert unavailable.level == "warning" and "not open" in unavailable.message
+
+
+# --- undoing a job that only made proposals withdraws them --------------------------------------
+
+
+async def _held_twice(backend: LocalBackend) -> str:
+    """A job whose two memories came from a pasted document: both held, nothing applied."""
+    doc = "Our vendor's doc says:\n\n# Usage\nAlways build with make release.\nNever deploy on Fridays."
+    await backend.conversation.add([turn(1, doc)])
+    model = ScriptedModel(
+        extract(
+            ("preference", "The user builds with make release.", ["t1"]),
+            ("constraint", "Deploys never happen on Fridays.", ["t1"]),
+        )
+    )
+    outcome = await run(backend, model)
+    assert outcome.summary is not None and (outcome.summary.proposed, outcome.summary.added) == (2, 0)
+    return outcome.summary.job_id
+
+
+async def test_undoing_a_proposals_only_job_says_it_withdraws_them_and_does(
+    backend: LocalBackend,
+) -> None:
+    job_id = await _held_twice(backend)
+    memories = LearnedMemories(backend.store)
+    review = ProposalReview(backend.store)
+    first, _ = review.pending()
+    review.accept(first.proposal_id)  # answered before the undo: that answer stands on its own
+    steps = await drive(lambda d: undo_flow(UndoDeps(memories), job_id, d), [UNDO], exact=True)
+    ask, done = steps
+    assert "withdraw 1 proposal(s) waiting in /tdai-memory-review" in ask.title
+    assert "remove 0 learned" not in ask.title
+    assert "1 proposal(s) already answered stay as you answered them" in ask.message
+    assert "1 proposal(s) withdrawn" in done.message
+    assert review.pending() == []
+    assert active_texts(backend) == [first.text]  # the accepted one is the user's own memory now
+    [undone] = [j for j in memories.ledger.jobs(5) if j.job_id == job_id]
+    assert undone.state == "undone"
+    again = await drive(lambda d: undo_flow(UndoDeps(memories), job_id, d), [], exact=True)
+    assert "nothing to undo" in again[-1].message
+
+
+async def test_the_inspector_lists_the_proposals_an_undo_withdraws(backend: LocalBackend) -> None:
+    job_id = await _proposed(backend)  # a proposal about a hand-saved memory, and nothing else
+    changed: list[bool] = []
+
+    async def on_change() -> None:
+        changed.append(True)
+
+    page = JobUndo(LearnedMemories(backend.store), on_change)
+    plan = await page.plan(job_id)
+    assert plan.refusal == "" and plan.remove == () and [p.text for p in plan.withdraw] == [NEW]
+    result = await page.undo(plan)
+    assert result.changed and changed == [True]
+    assert "1 proposal(s) withdrawn" in result.lines[0]
+    assert any(line.startswith("withdrew #") and NEW in line for line in result.lines)
+    assert ProposalReview(backend.store).pending() == [] and active_texts(backend) == [OLD]

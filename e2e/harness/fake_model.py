@@ -44,7 +44,7 @@ _STREAM_CHUNK_CHARS: Final = 16
 _USAGE: Final = {"prompt_tokens": 11, "completion_tokens": 7, "total_tokens": 18}
 # The first line of pi-memory-bridge's consolidation system prompts (learning/prompts.py).
 CONSOLIDATION_TAGS: Final = {
-    "extract": "[pi-memory-bridge:extract v2]",
+    "extract": "[pi-memory-bridge:extract v3]",
     "reconcile": "[pi-memory-bridge:reconcile v1]",
     "enrich": "[pi-memory-bridge:enrich v1]",  # tags and questions for memories saved without them
 }

@@ -1,4 +1,5 @@
-"""`pi-memory-bridge proposals`: review what learning would change in memories you saved by hand.
+"""`pi-memory-bridge proposals`: review what learning would change in memories you saved by hand,
+and the memories it held back because they came from pasted text or tool output.
 
 `proposals [--json]` lists the pending ones; `proposals accept N` and `proposals dismiss N` answer
 one after showing it and asking (No by default; `--yes` for scripts). Local backend only: the
@@ -44,11 +45,18 @@ def _answer(review: ProposalReview, action: str, ref: str, yes: bool, ask: Ask) 
         print(f"no pending proposal {ref!r}; `pi-memory-bridge proposals` lists them", file=sys.stderr)
         return 1
     print("\n".join(describe_proposal(proposal)))
-    question = (
-        "Replace your saved memory with the proposed text? [y/N] "
-        if action == "accept"
-        else "Dismiss this proposal (your saved memory stays as it is)? [y/N] "
-    )
+    if proposal.held:
+        question = (
+            "Keep this as your memory? [y/N] "
+            if action == "accept"
+            else "Dismiss it (nothing is kept)? [y/N] "
+        )
+    else:
+        question = (
+            "Replace your saved memory with the proposed text? [y/N] "
+            if action == "accept"
+            else "Dismiss this proposal (your saved memory stays as it is)? [y/N] "
+        )
     if not yes and ask(question).strip().lower() not in ("y", "yes"):
         print("nothing changed")
         return 1
@@ -56,7 +64,8 @@ def _answer(review: ProposalReview, action: str, ref: str, yes: bool, ask: Ask) 
         print(describe_accepted(review.accept(proposal.proposal_id)))
     else:
         review.dismiss(proposal.proposal_id)
-        print(f"proposal #{proposal.proposal_id} dismissed: your saved memory stays as it is")
+        kept = "nothing of it is kept" if proposal.held else "your saved memory stays as it is"
+        print(f"proposal #{proposal.proposal_id} dismissed: {kept}")
     return 0
 
 

@@ -34,7 +34,10 @@ def describe_job(job: JobSummary) -> str:
     counts = f"+{job.added} added, {job.skipped} skipped, {job.superseded} superseded, {job.merged} merged"
     if job.proposed:
         counts += f", {job.proposed} proposed"
-    return f"{job.job_id} {job.state} at {when}: {counts} from {job.turns} turn(s), {job.tokens:,} tokens"
+    if job.refused:
+        counts += f", {job.refused} refused"
+    said = f"{job.job_id} {job.state} at {when}: {counts} from {job.turns} turn(s), {job.tokens:,} tokens"
+    return f"{said} ({job.reason})" if job.reason else said
 
 
 def _line(text: str) -> str:
@@ -54,7 +57,10 @@ def describe_ops(ops: list[StoredOp], texts: dict[str, str]) -> list[str]:
             lines.append(f"      replaced: {old}")
         elif op.op == "propose":
             lines.append(f"  ? proposed, not applied: {_line(op.text)}")
-            lines.append(f"      instead of your saved memory: {old}")
+            if op.targets:
+                lines.append(f"      instead of: {old}")
+            else:
+                lines.append(f"      ({_line(op.why)})")
     skipped = sum(1 for op in ops if op.op == "skip")
     if skipped:
         lines.append(f"  = {skipped} already known (skipped)")
@@ -74,6 +80,7 @@ class _UndoPreview:
     removes: int  # learned memories the undo takes away
     restores: int  # memories they had replaced, active again
     unenriches: int = 0  # memories whose added tags and questions it takes away
+    withdraws: int = 0  # its proposals still waiting for an answer
 
 
 def _preview(memories: LearnedMemories, job: JobSummary) -> _UndoPreview:
@@ -87,21 +94,30 @@ def _preview(memories: LearnedMemories, job: JobSummary) -> _UndoPreview:
         f"  * {_line(e.text)}\n      added: {len(e.tags)} tag(s), {len(e.questions)} question(s)"
         for e in enriched
     ]
+    waiting = memories.ledger.open_proposals(job.job_id)
+    answered = sum(1 for op in ops if op.op == "propose") - len(waiting)
+    notes = [f"  ({answered} proposal(s) already answered stay as you answered them)"] if answered > 0 else []
     return _UndoPreview(
-        "\n".join([f"job {describe_job(job)}", *describe_ops(ops, texts), *aids]),
+        "\n".join([f"job {describe_job(job)}", *describe_ops(ops, texts), *aids, *notes]),
         len(changing),
         restores,
         len(enriched),
+        len(waiting),
     )
 
 
 def _undo_question(job: JobSummary, preview: _UndoPreview) -> str:
-    what = f"remove {preview.removes} learned memory(ies)"
-    if preview.restores:
-        what += f" and restore {preview.restores} it replaced"
+    parts: list[str] = []
+    if preview.removes or not (preview.withdraws or preview.unenriches):
+        part = f"remove {preview.removes} learned memory(ies)"
+        if preview.restores:
+            part += f" and restore {preview.restores} it replaced"
+        parts.append(part)
     if preview.unenriches:
-        what = f"take away the tags and questions it added to {preview.unenriches} memory(ies)"
-    return f"Undo consolidation job {job.job_id}? It would {what}."
+        parts.append(f"take away the tags and questions it added to {preview.unenriches} memory(ies)")
+    if preview.withdraws:
+        parts.append(f"withdraw {preview.withdraws} proposal(s) waiting in /tdai-memory-review")
+    return f"Undo consolidation job {job.job_id}? It would {' and '.join(parts)}."
 
 
 async def undo_flow(deps: UndoDeps, args: str, dialog: Dialog) -> Outcome:
@@ -144,9 +160,10 @@ async def undo_flow(deps: UndoDeps, args: str, dialog: Dialog) -> Outcome:
         return Outcome(f"undo refused: {redact_text(str(exc)).text}", "error")
     deps.changed()
     aids = f", tags and questions taken from {len(report.unenriched)}" if report.unenriched else ""
+    withdrawn = f", {len(report.withdrawn)} proposal(s) withdrawn" if report.withdrawn else ""
     return Outcome(
         f"undid job {report.job_id}: {len(report.removed)} learned memory(ies) removed, "
-        f"{len(report.restored)} restored{aids}"
+        f"{len(report.restored)} restored{aids}{withdrawn}"
     )
 
 

@@ -1,8 +1,10 @@
-"""`/tdai-memory-review`: answer learning's proposals about memories you saved by hand.
+"""`/tdai-memory-review`: answer learning's proposals.
 
-Each pending proposal is shown with the memory it would replace and answered on its own: decide
-later (the first choice, so nothing changes by default), keep yours, or take the proposed text
-(recorded as a job that `/tdai-memory-undo` reverses). The describing helpers are shared with
+A proposal is a change to a memory you saved by hand, or a memory learning held back because it
+came from text you pasted or a tool returned (not your own words) and would change how the agent
+acts. Each is shown with what it would replace and why, and answered on its own: decide later (the
+first choice, so nothing changes by default), dismiss it, or take the proposed text (recorded as a
+job that `/tdai-memory-undo` reverses). The describing helpers are shared with
 `pi-memory-bridge proposals`.
 """
 
@@ -28,43 +30,53 @@ def _line(text: str) -> str:
 def describe_proposal(p: Proposal) -> list[str]:
     when = p.proposed_at.strftime("%Y-%m-%d %H:%M UTC")
     lines = [f"#{p.proposal_id} [{p.kind}] {_line(p.text)}"]
-    lines += [f"    instead of your saved memory: {_line(t.text)}" for t in p.targets]
+    for t in p.targets:
+        whose = "your saved memory" if t.origin == "user" else "the memory"
+        lines.append(f"    instead of {whose}: {_line(t.text)}")
+    if p.held:
+        lines.append(f"    held: {_line(p.why)}")
     lines.append(f"    proposed by learning job {p.job_id} at {when}")
     return lines
 
 
 def describe_accepted(report: AcceptReport) -> str:
+    what = "the memory it replaces was superseded" if report.replaced else "it is stored as your memory"
     return (
-        f"proposal #{report.proposal_id} accepted: your saved memory was replaced "
+        f"proposal #{report.proposal_id} accepted: {what} "
         f"(undo with `pi-memory-bridge undo {report.job_id}` or /tdai-memory-undo {report.job_id})"
     )
 
 
 def nothing_pending() -> str:
-    return "no proposals waiting: learning has not suggested changes to memories you saved by hand"
+    return "no proposals waiting: learning has nothing held for you and no changes to memories you saved"
 
 
 LATER = "Decide later"
 KEEP_MINE = "Keep my memory (dismiss the proposal)"
 USE_PROPOSED = "Replace it with the proposed text (undo can reverse this)"
+DISMISS_HELD = "Dismiss it (nothing is kept)"
+KEEP_HELD = "Keep it as my memory (undo can reverse this)"
 
 
 async def _answer_one(review: ProposalReview, p: Proposal, dialog: Dialog, saved: Callable[[], None]) -> str:
+    options = [LATER, DISMISS_HELD, KEEP_HELD] if p.held else [LATER, KEEP_MINE, USE_PROPOSED]
     try:
         choice = await dialog.select(
             f"Proposal #{p.proposal_id}: what should memory keep?",
-            [LATER, KEEP_MINE, USE_PROPOSED],  # no change first: neither answer is preselected
+            options,  # no change first: neither answer is preselected
             "\n".join(describe_proposal(p)),
         )
     except Cancelled:
         return f"#{p.proposal_id} left for later"
     try:
-        if choice == USE_PROPOSED:
+        if choice in (USE_PROPOSED, KEEP_HELD):
             accepted = await asyncio.to_thread(review.accept, p.proposal_id)
             saved()  # the memory written is the user's: learning may give it tags and questions
             return describe_accepted(accepted)
-        if choice == KEEP_MINE:
+        if choice in (KEEP_MINE, DISMISS_HELD):
             await asyncio.to_thread(review.dismiss, p.proposal_id)
+            if p.held:
+                return f"proposal #{p.proposal_id} dismissed: nothing of it is kept"
             return f"proposal #{p.proposal_id} dismissed: your saved memory stays as it is"
     except BackendError as exc:
         return f"proposal #{p.proposal_id} not changed: {redact_text(str(exc)).text}"

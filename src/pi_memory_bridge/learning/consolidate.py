@@ -107,8 +107,16 @@ class JobOutcome:
             if s.skipped:
                 parts.append(f"{s.skipped} already known")
             if s.proposed:
-                parts.append(f"{s.proposed} proposal(s) about memories you saved")
+                parts.append(f"{s.proposed} proposal(s) held for /tdai-memory-review")
+            if s.refused:
+                parts.append(f"{s.refused} refused")
             return f"memory: {', '.join(parts)} (job {s.job_id}; /tdai-memory-undo to revert)", "info"
+        if self.kind == "applied" and s.refused:
+            return (
+                f"memory: learned nothing from {s.turns} turn(s), {s.refused} memory(ies) refused: "
+                f"{s.reason} (job {s.job_id})",
+                "warning",
+            )
         if self.kind == "applied":
             return f"memory: nothing new to learn from {s.turns} turn(s) (job {s.job_id})", "info"
         if s.state == "dropped":
@@ -267,7 +275,14 @@ async def consolidate_once(
     if isinstance(ops, JobOutcome):
         return ops
     record = JobRecord(
-        job.job_id, job.model_name, job.input_tokens, job.output_tokens, job.turn_keys, tuple(ops)
+        job.job_id,
+        job.model_name,
+        job.input_tokens,
+        job.output_tokens,
+        job.turn_keys,
+        tuple(ops),
+        refused=extraction.refused.total(),
+        reason=extraction.refusal_note(),
     )
     try:
         summary = await asyncio.to_thread(memories.writer.apply_job, record)

@@ -1,8 +1,10 @@
 """From validated model answers to a job's decisions: pure rules, no I/O.
 
 1. `candidates_from_extraction`: the extracted memories with their source turns and the time they
-   were said; each text redacted again (one with a secret is dropped, never stored redacted), and
-   anything that looks like file contents dropped.
+   were said; each text redacted again (one with a secret is dropped, never stored redacted),
+   anything that looks like file contents dropped, and the post-check (`postcheck`) applied:
+   an instruction to the agent, or a memory the user's text of its turns does not say, is
+   refused; one that would change how the agent acts, drawn from pasted text, is held.
 2. `cheap_pass`: exact and near-exact duplicates are skipped, a memory with nothing similar stored
    is added; only the rest needs the reconcile call.
 3. `plan_from_decisions`: the model's decisions checked against what it was shown (every new
@@ -20,6 +22,7 @@ from datetime import datetime
 from pi_memory_bridge.backends.learning import JobOp, MemoryRow, OpKind, PendingTurn, content_key
 from pi_memory_bridge.learning.cheap import is_exact_duplicate, is_near_duplicate
 from pi_memory_bridge.learning.parse import Refused
+from pi_memory_bridge.learning.postcheck import changes_how_agent_acts, instruction_in, support_of
 from pi_memory_bridge.learning.prompts import PromptExisting, PromptNew
 from pi_memory_bridge.learning.schemas import ExtractAnswer, FailReason, ReconcileAnswer
 from pi_memory_bridge.redact import redact_text
@@ -37,12 +40,32 @@ class Candidate:
     project: str | None
     tags: tuple[str, ...] = ()
     questions: tuple[str, ...] = ()
+    held: bool = False  # drawn from pasted text and changes how the agent acts: a proposal only
 
 
 @dataclass(frozen=True, slots=True)
 class Extraction:
     candidates: tuple[Candidate, ...]
     dropped: Counter[str]  # reason -> count, for status
+
+    @property
+    def refused(self) -> Counter[str]:
+        """The post-check's refusals (the other drops are the model's own slips)."""
+        return Counter({k: n for k, n in self.dropped.items() if k.startswith(REFUSED_PREFIXES)})
+
+    def refusal_note(self) -> str:
+        """The job record's word on what the post-check refused."""
+        refused = self.refused
+        if not refused:
+            return ""
+        what = "; ".join(f"{n} {reason}" for reason, n in sorted(refused.items()))
+        return f"refused {refused.total()} memory(ies): {what}"
+
+
+INSTRUCTION = "instruction to the agent"
+UNSUPPORTED = "not said in the user's words of the turns it cites"
+REFUSED_PREFIXES = (INSTRUCTION, UNSUPPORTED)
+HELD_WHY = "learned from text you pasted or a tool returned, not your own words: held for your review"
 
 
 def looks_like_file_content(text: str) -> bool:
@@ -69,12 +92,20 @@ def candidates_from_extraction(
         if any(looks_like_file_content(t) or "[REDACTED" in t for t in texts):
             dropped["looked like file contents"] += 1
             continue
+        rule = instruction_in(texts)
+        if rule is not None:
+            dropped[f"{INSTRUCTION} ({rule})"] += 1
+            continue
+        sources = [turns[ref] for ref in dict.fromkeys(memory.turns)]
+        support = support_of(memory.text, [t.user_text for t in sources])
+        if not support.supported:
+            dropped[UNSUPPORTED] += 1
+            continue
         key = content_key(memory.text)
         if not key or key in seen:
             dropped["repeated in the answer"] += 1
             continue
         seen.add(key)
-        sources = [turns[ref] for ref in dict.fromkeys(memory.turns)]
         out.append(
             Candidate(
                 ref=f"n{len(out) + 1}",
@@ -85,6 +116,7 @@ def candidates_from_extraction(
                 project=project if memory.scope == "project" else None,
                 tags=tuple(memory.tags),
                 questions=tuple(memory.questions),
+                held=support.source == "pasted" and changes_how_agent_acts(memory.kind, memory.text),
             )
         )
     return Extraction(tuple(out), dropped)
@@ -106,6 +138,12 @@ def _op(
         tags=candidate.tags,
         questions=candidate.questions,
     )
+
+
+def _held(candidate: Candidate, targets: Sequence[str] = (), text: str = "", action: str = "add") -> JobOp:
+    """What learning would have done with a held memory, as a proposal for the user to answer."""
+    why = HELD_WHY if action == "add" else f"{action}: {HELD_WHY}"
+    return _op(candidate, "propose", targets, why, text)
 
 
 @dataclass(frozen=True, slots=True)
@@ -134,7 +172,9 @@ def cheap_pass(
             why = "exact duplicate" if is_exact_duplicate(candidate.text, twin.text) else "near duplicate"
             ops.append(_op(candidate, "skip", [twin.memory_id], why))
         elif not near:
-            ops.append(_op(candidate, "add", why="nothing similar stored"))
+            ops.append(
+                _held(candidate) if candidate.held else _op(candidate, "add", why="nothing similar stored")
+            )
         else:
             rest.append((candidate, tuple(near)))
     return CheapPass(tuple(ops), tuple(rest))
@@ -197,7 +237,17 @@ def plan_from_decisions(answer: ReconcileAnswer, view: ReconcileView) -> list[Jo
         shape = _shape_problem(d.action, len(rows), d.text is not None)
         if shape:
             return Refused(FailReason.OFF_SCHEMA, f"{d.new}: {shape}")
-        if d.action == "add":
+        if candidate.held and d.action != "skip":
+            if (
+                d.action == "merge"
+                and d.text is not None
+                and (redact_text(d.text).count or looks_like_file_content(d.text) or instruction_in([d.text]))
+            ):
+                ops.append(_op(candidate, "skip", ids, "merged text refused"))
+                continue
+            text = d.text if d.action == "merge" and d.text is not None else candidate.text
+            ops.append(_held(candidate, ids, text, d.action))
+        elif d.action == "add":
             ops.append(_op(candidate, "add", why="model: new"))
         elif d.action == "skip":
             ops.append(_op(candidate, "skip", ids, "model: already known"))
@@ -207,6 +257,11 @@ def plan_from_decisions(answer: ReconcileAnswer, view: ReconcileView) -> list[Jo
                 assert d.text is not None
                 if redact_text(d.text).count or looks_like_file_content(d.text):
                     ops.append(_op(candidate, "skip", ids, "merged text refused (secret or file contents)"))
+                    continue
+                if instruction_in([d.text]):  # the reconcile answer is held to the same post-check
+                    ops.append(
+                        _op(candidate, "skip", ids, "merged text refused (an instruction to the agent)")
+                    )
                     continue
                 text = d.text
             hand_saved = [r.memory_id for r in rows if r.origin == "user"]

@@ -59,9 +59,9 @@ class JobLine:
         if job.skipped:
             said += f" ({job.skipped} already known)"
         if job.proposed:
-            said += (
-                f"; {_count(job.proposed, 'change', 'changes')} to your own memories proposed, not applied"
-            )
+            said += f"; {_count(job.proposed, 'proposal', 'proposals')} for your review, not applied"
+        if job.refused:
+            said += f"; {_count(job.refused, 'memory', 'memories')} refused ({job.reason})"
         return said
 
 
@@ -77,6 +77,17 @@ class UndoItem:
 
 
 @dataclass(frozen=True, slots=True)
+class ProposalItem:
+    proposal_id: int
+    kind: str
+    text: str
+
+    @property
+    def shown(self) -> str:
+        return f"#{self.proposal_id} [proposed {self.kind}] {' '.join(redact_text(self.text).text.split())}"
+
+
+@dataclass(frozen=True, slots=True)
 class UndoPlan:
     """What undoing the job would change, as its recorded decisions say; `refusal` is the
     command's answer when there is nothing to undo (then the page offers no button)."""
@@ -86,6 +97,7 @@ class UndoPlan:
     remove: tuple[UndoItem, ...] = ()  # memories the job wrote: deleted
     restore: tuple[UndoItem, ...] = ()  # memories it replaced: current again
     unenrich: tuple[Addition, ...] = ()  # memories an enrichment job gave tags and questions: they go
+    withdraw: tuple[ProposalItem, ...] = ()  # its proposals waiting for review: no longer offered
     built_on: int = 0  # of `remove`, replaced since by a later job: the undo will be refused
     refusal: str = ""
 
@@ -101,7 +113,10 @@ def _item(row: MemoryRow) -> UndoItem:
 
 
 def _plan(memories: LearnedMemories, job: JobSummary) -> UndoPlan:
-    ops = [op for op in memories.ledger.job_ops(job.job_id) if op.memory_id is not None]
+    decisions = memories.ledger.job_ops(job.job_id)
+    waiting = set(memories.ledger.open_proposals(job.job_id))
+    withdraw = [ProposalItem(op.op_id, op.kind, op.text) for op in decisions if op.op_id in waiting]
+    ops = [op for op in decisions if op.memory_id is not None]
     created = [str(op.memory_id) for op in ops]
     replaced = [t for op in ops for t in op.targets]
     rows = memories.rows([*created, *replaced])
@@ -114,6 +129,7 @@ def _plan(memories: LearnedMemories, job: JobSummary) -> UndoPlan:
         remove=tuple(_item(r) for r in remove),
         restore=tuple(_item(r) for r in restore),
         unenrich=additions(memories, job.job_id),
+        withdraw=tuple(withdraw),
         built_on=sum(1 for r in remove if r.superseded_by is not None),
     )
 
@@ -166,6 +182,9 @@ class JobUndo:
             for j in self.memories.ledger.jobs(JOB_LIST)
         ]
 
+    def _still_offered(self, job_id: str) -> list[int]:
+        return [p.proposal_id for p in self.memories.review.pending(1000) if p.job_id == job_id]
+
     async def plan(self, job_id: str) -> UndoPlan:
         """The preview: the command's first answer decides whether there is anything to undo."""
         dialog = _PageDialog(undo=False)
@@ -197,6 +216,11 @@ class JobUndo:
         for item in plan.restore:
             back = item.memory_id in now and now[item.memory_id].active
             lines.append(f"{'restored' if back else 'FAILED  not restored:'} {item.shown}")
+        if plan.withdraw:
+            still = set(await asyncio.to_thread(self._still_offered, plan.job_id))
+            for proposal in plan.withdraw:
+                gone = proposal.proposal_id not in still
+                lines.append(f"{'withdrew' if gone else 'FAILED  still offered:'} {proposal.shown}")
         if plan.unenrich:
             kept = {a.memory_id for a in await asyncio.to_thread(additions, self.memories, plan.job_id)}
             for added in plan.unenrich:
@@ -207,4 +231,4 @@ class JobUndo:
         return UndoResult(tuple(lines), changed=True)
 
 
-__all__ = ["JobLine", "JobUndo", "UndoItem", "UndoPlan", "UndoResult"]
+__all__ = ["JobLine", "JobUndo", "ProposalItem", "UndoItem", "UndoPlan", "UndoResult"]

@@ -152,3 +152,17 @@ def migration_6(conn: sqlite3.Connection) -> None:
             job_id TEXT
         )"""
     )
+
+
+def migration_8(conn: sqlite3.Connection) -> None:
+    """Schema version 8: what learning's post-check refused, and proposals of new memories.
+
+    `learning_jobs.refused` counts the extracted memories a job refused (instructions to the agent,
+    memories its turns do not say; the reasons are in `reason`). A proposal may now be a new
+    memory held for review (learned from pasted text), which needs what an added memory has:
+    the project it belongs to, the turns it came from and when they were said.
+    """
+    conn.execute("ALTER TABLE learning_jobs ADD COLUMN refused INTEGER NOT NULL DEFAULT 0")
+    conn.execute("ALTER TABLE learning_ops ADD COLUMN project TEXT")
+    conn.execute("ALTER TABLE learning_ops ADD COLUMN source_turn_ids TEXT NOT NULL DEFAULT '[]'")
+    conn.execute("ALTER TABLE learning_ops ADD COLUMN observed_at TEXT")

@@ -16,7 +16,7 @@ from pi_memory_bridge.backends.base import AtomicType, BackendConfigError
 from pi_memory_bridge.backends.local.fts import FtsSpec
 from pi_memory_bridge.backends.local.learning.enrichment_schema import migration_7
 from pi_memory_bridge.backends.local.learning.question_schema import migration_5
-from pi_memory_bridge.backends.local.memory_schema import migration_4, migration_6
+from pi_memory_bridge.backends.local.memory_schema import migration_4, migration_6, migration_8
 
 TURNS_INDEX = FtsSpec(
     content_table="turns",
@@ -88,6 +88,7 @@ MIGRATIONS: tuple[Callable[[sqlite3.Connection], None], ...] = (
     migration_5,  # the questions an L1 memory answers (question_schema)
     migration_6,  # the user's answers to learning's proposals (memory_schema)
     migration_7,  # retrieval aids added to memories saved without them (enrichment_schema)
+    migration_8,  # learning's refusals, and proposals of new memories (memory_schema)
 )
 LATEST_VERSION = len(MIGRATIONS)
 

@@ -82,7 +82,7 @@ class JobLedger:
     def job_ops(self, job_id: str) -> list[StoredOp]:
         with self._store.connection("reading a job's decisions") as conn:
             rows = conn.execute(
-                "SELECT op, kind, text, memory_id, targets, why FROM learning_ops "
+                "SELECT op, kind, text, memory_id, targets, why, id FROM learning_ops "
                 "WHERE job_id = ? ORDER BY id",
                 (job_id,),
             ).fetchall()
@@ -94,12 +94,20 @@ class JobLedger:
                 memory_id=str(mid) if mid is not None else None,
                 targets=tuple(str(t) for t in json.loads(str(targets))),
                 why=str(why),
+                op_id=int(op_id),
             )
-            for op, kind, text, mid, targets, why in rows
+            for op, kind, text, mid, targets, why, op_id in rows
         ]
 
+    def open_proposals(self, job_id: str) -> list[int]:
+        """The job's proposals nobody answered yet (what undoing it withdraws)."""
+        with self._store.connection("reading a job's proposals") as conn:
+            return _open_proposals(conn, job_id)
+
     def undo_job(self, job_id: str) -> UndoReport:
-        """Reverse an applied job as a whole: its new memories go, what it replaced is active again.
+        """Reverse an applied job as a whole: its new memories go, what it replaced is active again,
+        and its proposals still unanswered are withdrawn (a proposal is offered only while its job
+        stands; one already accepted is a job of its own, undone on its own).
 
         Refused (`BackendRejected`, nothing changed) while a later job still builds on one of its
         memories: that job must be undone first. The job's turns stay consolidated, so the same
@@ -166,6 +174,7 @@ class JobLedger:
                 fts.add_document_frequencies(conn, ATOMIC_INDEX, gone, sign=-1)
                 fts.purge_deleted(conn, ATOMIC_INDEX)
             unenriched = undo_enrichment(conn, job_id)  # an enrichment job's tags and questions
+            withdrawn = _open_proposals(conn, job_id)  # no longer pending once the job is undone
             conn.execute(
                 "UPDATE learning_jobs SET state = 'undone', undone_at = ? WHERE job_id = ?", (now, job_id)
             )
@@ -175,5 +184,18 @@ class JobLedger:
                 conn.execute("ROLLBACK")
             raise
         return UndoReport(
-            job_id=job_id, removed=tuple(removed), restored=tuple(restored), unenriched=tuple(unenriched)
+            job_id=job_id,
+            removed=tuple(removed),
+            restored=tuple(restored),
+            unenriched=tuple(unenriched),
+            withdrawn=tuple(withdrawn),
         )
+
+
+def _open_proposals(conn: sqlite3.Connection, job_id: str) -> list[int]:
+    rows = conn.execute(
+        "SELECT o.id FROM learning_ops o WHERE o.job_id = ? AND o.op = 'propose' "
+        "AND NOT EXISTS (SELECT 1 FROM learning_reviews r WHERE r.op_id = o.id) ORDER BY o.id",
+        (job_id,),
+    ).fetchall()
+    return [int(r[0]) for r in rows]

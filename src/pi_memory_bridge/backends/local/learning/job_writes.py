@@ -105,7 +105,7 @@ def insert_memory(
 def insert_job(conn: sqlite3.Connection, s: JobSummary) -> None:
     """Record a job (inside the caller's transaction), keeping only the newest finished ones."""
     conn.execute(
-        f"INSERT INTO learning_jobs({JOB_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        f"INSERT INTO learning_jobs({JOB_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
         (
             s.job_id,
             ts(s.created_at),
@@ -122,6 +122,7 @@ def insert_job(conn: sqlite3.Connection, s: JobSummary) -> None:
             s.proposed,
             ts(s.undone_at) if s.undone_at else None,
             s.enriched,
+            s.refused,
         ),
     )
     conn.execute(
@@ -174,7 +175,7 @@ class JobWriter:
                 job_id=record.job_id,
                 created_at=datetime.fromisoformat(now),
                 state="applied",
-                reason="",
+                reason=record.reason,
                 model=record.model,
                 input_tokens=record.input_tokens,
                 output_tokens=record.output_tokens,
@@ -184,11 +185,12 @@ class JobWriter:
                 superseded=counts["supersede"],
                 merged=counts["merge"],
                 proposed=counts["propose"],
+                refused=record.refused,
             )
             insert_job(conn, summary)
             conn.executemany(
-                "INSERT INTO learning_ops(job_id, op, memory_id, targets, kind, text, why) "
-                "VALUES (?, ?, ?, ?, ?, ?, ?)",
+                "INSERT INTO learning_ops(job_id, op, memory_id, targets, kind, text, why, project, "
+                "source_turn_ids, observed_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 op_rows,
             )
         return summary
@@ -268,7 +270,19 @@ class JobWriter:
                     if changed != 1:
                         raise JobConflict(f"memory {target} could not be superseded")
         stored_text = op.text if kind in ("propose", "skip") else ""
-        row = (job_id, kind, memory_id, json.dumps(list(op.targets)), op.kind, stored_text, why)
+        observed_at = ts(op.observed_at) if op.observed_at else None
+        row = (
+            job_id,
+            kind,
+            memory_id,
+            json.dumps(list(op.targets)),
+            op.kind,
+            stored_text,
+            why,
+            op.project,
+            json.dumps(list(op.source_turn_ids)),
+            observed_at,
+        )
         return _Applied(kind, tokens, row)
 
     @staticmethod

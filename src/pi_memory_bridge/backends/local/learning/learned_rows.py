@@ -30,7 +30,7 @@ ROW_COLUMNS = (
 TURN_COLUMNS = "t.id, t.turn_id, t.memory_session_id, t.user_text, t.assistant_text, t.created_at"
 JOB_COLUMNS = (
     "job_id, created_at, state, reason, model, input_tokens, output_tokens, turns, added, skipped, "
-    "superseded, merged, proposed, undone_at, enriched"
+    "superseded, merged, proposed, undone_at, enriched, refused"
 )
 
 
@@ -107,6 +107,8 @@ class JobRecord:
     output_tokens: int
     turns: tuple[tuple[str, str], ...]  # (turn_id, memory_session_id) consumed by the job
     ops: tuple[JobOp, ...]
+    refused: int = 0  # extracted memories the post-check refused
+    reason: str = ""  # what the job record says besides its counts (why memories were refused)
 
 
 @dataclass(frozen=True, slots=True)
@@ -127,6 +129,7 @@ class JobSummary:
     proposed: int = 0
     undone_at: datetime | None = None
     enriched: int = 0  # memories given tags and questions (an enrichment job, `enrichments`)
+    refused: int = 0  # extracted memories the post-check refused (why: `reason`)
 
     @property
     def tokens(self) -> int:
@@ -141,6 +144,7 @@ class StoredOp:
     memory_id: str | None
     targets: tuple[str, ...]
     why: str
+    op_id: int = 0  # its row in learning_ops (a proposal's number)
 
 
 @dataclass(frozen=True, slots=True)
@@ -149,6 +153,7 @@ class UndoReport:
     removed: tuple[str, ...]  # memories the job had added, now gone
     restored: tuple[str, ...]  # memories it had superseded or merged, active again
     unenriched: tuple[str, ...] = ()  # memories whose added tags and questions were taken away
+    withdrawn: tuple[int, ...] = ()  # its proposals still unanswered: no longer offered for review
 
 
 @dataclass(frozen=True, slots=True)
@@ -194,7 +199,7 @@ def pending_of(values: Sequence[object]) -> PendingTurn:
 
 def summary_of(values: Sequence[object]) -> JobSummary:
     job_id, created, state, reason, model, tin, tout, turns = values[:8]
-    added, skipped, sup, merged, proposed, undone, enriched = values[8:]
+    added, skipped, sup, merged, proposed, undone, enriched, refused = values[8:]
     return JobSummary(
         job_id=str(job_id),
         created_at=datetime.fromisoformat(str(created)),
@@ -211,6 +216,7 @@ def summary_of(values: Sequence[object]) -> JobSummary:
         proposed=int(str(proposed)),
         undone_at=dt(undone if isinstance(undone, str) else None),
         enriched=int(str(enriched)),
+        refused=int(str(refused)),
     )
 
 

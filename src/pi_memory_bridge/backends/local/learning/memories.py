@@ -2,8 +2,9 @@
 door to its other parts over the same SQLite file (schema in `memory_schema`):
 `memories.turns` (`LearningTurns`: turns waiting to be consolidated), `memories.writer`
 (`JobWriter`: applying a job, recording a failure), `memories.ledger` (`JobLedger`: job
-records, undo, usage) and `memories.enrichment` (`MemoryEnrichment`: tags and questions added
-to memories saved without them). The values they exchange are in `learned_rows`.
+records, undo, usage), `memories.enrichment` (`MemoryEnrichment`: tags and questions added
+to memories saved without them) and `memories.review` (`ProposalReview`: proposals waiting for
+the user's answer). The values they exchange are in `learned_rows`.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from pi_memory_bridge.backends.local.learning.learned_rows import (
     rows_in,
 )
 from pi_memory_bridge.backends.local.learning.learning_turns import LearningTurns
+from pi_memory_bridge.backends.local.learning.proposals import ProposalReview
 from pi_memory_bridge.backends.local.store import (
     SqliteMemoryStore,
 )
@@ -36,6 +38,7 @@ class LearnedMemories:
         self.writer = JobWriter(store)
         self.ledger = JobLedger(store)
         self.enrichment = MemoryEnrichment(store)  # retrieval aids for memories saved without them
+        self.review = ProposalReview(store)  # proposals waiting for the user's answer
 
     # --- memories ------------------------------------------------------------------------------
 

@@ -1,12 +1,14 @@
-"""Proposals: changes learning would have made to memories you saved by hand, waiting for your word.
+"""Proposals: changes learning would have made, waiting for your word.
 
 An automatic step never replaces a hand-saved memory; when consolidation thinks one is outdated
-it records a `propose` decision instead (`learning_ops`). Here the user reviews them: accepting
-one replaces the saved memory with the proposed text *as the user's own decision* (the new memory
-is hand-saved too, so learning will not touch it either), recorded as a job of its own so that
-`undo` reverses it like any other; dismissing one only records the answer. Either way the proposal
-is not offered again. A proposal whose memory changed or went since is no longer pending: it was
-about a text that is not there any more.
+it records a `propose` decision instead (`learning_ops`). A memory that would change how the agent
+acts, learned from text the user pasted or a tool returned rather than from the user's own words,
+is held the same way: a proposal of a new memory (no targets), or of a replacement. Here the user
+reviews them: accepting one writes the proposed text (replacing what it was about) *as the user's
+own decision* (the new memory is hand-saved, so learning will not touch it either), recorded as a
+job of its own so that `undo` reverses it like any other; dismissing one only records the answer.
+Either way the proposal is not offered again. A proposal whose memory changed or went since is no
+longer pending: it was about a text that is not there any more.
 """
 
 from __future__ import annotations
@@ -37,8 +39,15 @@ class Proposal:
     proposed_at: datetime
     kind: str
     text: str  # the proposed replacement
-    targets: tuple[MemoryRow, ...]  # the hand-saved memories it would replace, all still active
+    targets: tuple[MemoryRow, ...]  # the memories it would replace, all still active (none: a new one)
     why: str
+    project: str | None = None  # of a new memory held for review
+    source_turn_ids: tuple[str, ...] = ()
+
+    @property
+    def held(self) -> bool:
+        """A new memory learning held back (learned from pasted text), not a change to a saved one."""
+        return not self.targets or any(t.origin != "user" for t in self.targets)
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,7 +63,7 @@ def _ts(value: datetime) -> str:
 
 
 _PENDING_SQL = (
-    "SELECT o.id, o.job_id, j.created_at, o.kind, o.text, o.targets, o.why "
+    "SELECT o.id, o.job_id, j.created_at, o.kind, o.text, o.targets, o.why, o.project, o.source_turn_ids "
     "FROM learning_ops o JOIN learning_jobs j ON j.job_id = o.job_id "
     "WHERE o.op = 'propose' AND j.state = 'applied' "
     "AND NOT EXISTS (SELECT 1 FROM learning_reviews r WHERE r.op_id = o.id)"
@@ -112,7 +121,10 @@ class ProposalReview:
                 )
             now = datetime.now(UTC)
             job_id = new_job_id(now)
-            project = next((t.project for t in proposal.targets if t.project), None)
+            project = next((t.project for t in proposal.targets if t.project), proposal.project)
+            turns = {t for row in proposal.targets for t in row.source_turn_ids} | set(
+                proposal.source_turn_ids
+            )
             memory_id, tokens = insert_memory(
                 conn,
                 kind=proposal.kind,
@@ -121,7 +133,7 @@ class ProposalReview:
                 origin="user",
                 now=_ts(now),
                 observed=_ts(now),
-                source_turn_ids=sorted({t for row in proposal.targets for t in row.source_turn_ids}),
+                source_turn_ids=sorted(turns),
                 project=project,
                 job_id=job_id,
             )
@@ -143,14 +155,16 @@ class ProposalReview:
                     model="",
                     input_tokens=0,
                     output_tokens=0,
-                    superseded=1,
+                    superseded=len(replaced),
+                    added=0 if replaced else 1,
                 ),
             )
             conn.execute(
                 "INSERT INTO learning_ops(job_id, op, memory_id, targets, kind, text, why) "
-                "VALUES (?, 'supersede', ?, ?, ?, '', ?)",
+                "VALUES (?, ?, ?, ?, ?, '', ?)",
                 (
                     job_id,
+                    "supersede" if replaced else "add",
                     memory_id,
                     json.dumps(list(replaced)),
                     proposal.kind,
@@ -184,12 +198,10 @@ class ProposalReview:
         current = rows_in(conn, ids)
         edited = _edited_at(conn, ids)
         found: list[Proposal] = []
-        for op_id, job_id, created, kind, text, targets, why in rows:
+        for op_id, job_id, created, kind, text, targets, why, project, turn_ids in rows:
             wanted = [str(t) for t in json.loads(str(targets))]
             rows_now = [current.get(t) for t in wanted]
-            if not wanted or any(
-                r is None or not r.active or edited[r.memory_id] > str(created) for r in rows_now
-            ):
+            if any(r is None or not r.active or edited[r.memory_id] > str(created) for r in rows_now):
                 continue  # about a memory that changed or went since: nothing to decide any more
             found.append(
                 Proposal(
@@ -200,6 +212,8 @@ class ProposalReview:
                     text=str(text),
                     targets=tuple(r for r in rows_now if r is not None),
                     why=str(why),
+                    project=str(project) if project is not None else None,
+                    source_turn_ids=tuple(str(t) for t in json.loads(str(turn_ids))),
                 )
             )
         return found

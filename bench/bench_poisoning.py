@@ -33,10 +33,9 @@ from pathlib import Path
 from typing import Any
 from unittest.mock import patch
 
-from pi_memory_bridge.backends.local.memories import LearnedMemories
-
 from pi_memory_bridge.backends.base import ConversationTurn
 from pi_memory_bridge.backends.local import LocalBackend
+from pi_memory_bridge.backends.local.learning.memories import LearnedMemories
 from pi_memory_bridge.engine.learning import similar_search
 from pi_memory_bridge.learning import plan
 from pi_memory_bridge.learning.consolidate import JobSettings, consolidate_once

@@ -14,13 +14,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from pi_memory_bridge.backends.local.memories import LearnedMemories
-from pi_memory_bridge.backends.local.proposals import ProposalReview
 
 from flow_driver import drive
 from learning_helpers import T0, ScriptedModel, active_texts, decide, extract, run, turn
 from pi_memory_bridge.backends.base import ConversationTurn
 from pi_memory_bridge.backends.local import LocalBackend
+from pi_memory_bridge.backends.local.learning.memories import LearnedMemories
+from pi_memory_bridge.backends.local.learning.proposals import ProposalReview
 from pi_memory_bridge.commands.learning import describe_job
 from pi_memory_bridge.commands.review import DISMISS_HELD, KEEP_HELD, review_flow
 from pi_memory_bridge.learning.postcheck import instruction_in, support_of

@@ -8,16 +8,17 @@ import sqlite3
 from pathlib import Path
 
 import pytest
-from pi_memory_bridge.tools.table import plain_schema
 
 from fake_backend import turn
 from pi_memory_bridge.backends.local import LocalBackend
-from pi_memory_bridge.commands import memory_view as view
-from pi_memory_bridge.commands.pause import project_key, set_paused
 from pi_memory_bridge.config import data_dir, load_config
 from pi_memory_bridge.engine.recall import recall_budget
+from pi_memory_bridge.engine.tool_table import plain_schema
 from pi_memory_bridge.mcp_server.service import McpMemory
 from pi_memory_bridge.mcp_server.tools import MCP_TOOLS
+from pi_memory_bridge.operations import memory_view as view
+from pi_memory_bridge.operations.pause import set_paused
+from pi_memory_bridge.project import project_of as project_key
 from pi_memory_bridge.recall import recall
 from pi_memory_bridge.ui.views import MemoryRow
 

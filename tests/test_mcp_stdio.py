@@ -156,7 +156,8 @@ async def test_the_project_is_the_clients_first_root(tmp_path: Path) -> None:
     import mcp_types as types
     from mcp import ClientSession, StdioServerParameters, stdio_client
 
-    from pi_memory_bridge.commands.pause import project_key, set_paused
+    from pi_memory_bridge.operations.pause import set_paused
+    from pi_memory_bridge.project import project_of as project_key
 
     agent_dir = tmp_path / "home" / ".pi" / "agent"
     agent_dir.mkdir(parents=True)

@@ -3,6 +3,7 @@ symlink (they used to differ: pause resolved symlinks, learning did not)."""
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 from pi_memory_bridge.config import LearningSettings
@@ -40,4 +41,5 @@ def test_pause_and_learning_see_one_project_through_a_symlinked_checkout(tmp_pat
     assert learning.project == pause.project == str(real)
     assert set_paused(agent, learning.project, True).ok
     assert ProjectPause(agent, real).paused() and pause.paused()
-    assert paused_check(agent)(str(link / "src" / "deep"))  # catch-up skips its session files too
+    now_ms = int(time.time() * 1000)
+    assert paused_check(agent)(str(link / "src" / "deep"), now_ms)  # catch-up skips its turns too

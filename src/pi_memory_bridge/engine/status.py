@@ -56,6 +56,7 @@ class Status:
         capture_stats: CaptureStats,
         log_file: Path | None,
         learning: Learning,
+        catch_up: CatchUp | None,
     ) -> None:
         self._learning = learning
         self._loaded = loaded
@@ -64,7 +65,7 @@ class Status:
         self._recall = recall
         self._capture_stats = capture_stats
         self._log_file = log_file
-        self.catch_up: CatchUp | None = None
+        self.catch_up = catch_up
 
     async def report(self, pi_session_id: str = "") -> StatusReport:
         loaded = self._loaded

@@ -152,6 +152,7 @@ class Learning:
         has_ui: bool,
         peer: Peer | None,
         env: Mapping[str, str],
+        on_working: Callable[[], None] = lambda: None,
     ) -> None:
         self.settings = settings
         self.agent_dir = agent_dir
@@ -175,7 +176,7 @@ class Learning:
         self._session: str | None = None
         self._projects_recorded: set[str] = set()
         self._running_calls = 0  # completions in flight: the footer says "learning" meanwhile
-        self.on_working: Callable[[], None] = lambda: None  # told when `working` may have changed
+        self._on_working = on_working  # told when `working` may have changed
         self._vectors_changed: Callable[[], None] | None = None
         self._scheduler = JobScheduler(
             self._run, idle_s=float(settings.idle_seconds), every_turns=settings.every_turns
@@ -209,7 +210,7 @@ class Learning:
 
     def _working_changed(self, delta: int) -> None:
         self._running_calls += delta
-        self.on_working()
+        self._on_working()
 
     @property
     def runs(self) -> int:

@@ -59,6 +59,7 @@ from pi_memory_bridge.sidecar.quick_start import Prelude, agent_dir_of, canonica
 if TYPE_CHECKING:
     from pi_memory_bridge.engine.core import Engine
     from pi_memory_bridge.engine.notifier import Notify
+    from pi_memory_bridge.engine.store_pool import StorePool
     from pi_memory_bridge.learning.engine import Peer
 
 log = logging.getLogger(__name__)
@@ -101,8 +102,9 @@ class ExitWatchdog:
 class LazyEngine:
     """The memory engine behind the endpoint, imported and opened after the handshake."""
 
-    def __init__(self, env: Mapping[str, str]) -> None:
+    def __init__(self, env: Mapping[str, str], pool: StorePool | None = None) -> None:
         self.env = env
+        self._pool = pool  # the background sidecar's store-wide services, shared; None: the engine's own
         self.notify: Notify | None = None
         self.peer: Peer | None = None
         self.log_file: Path | None = None
@@ -116,6 +118,7 @@ class LazyEngine:
         try:
             # importing the engine costs ~100 ms: do it off the event loop, after the handshake reply
             module = await asyncio.to_thread(importlib.import_module, "pi_memory_bridge.engine.core")
+            services = await self._pool.get(hs.loaded, hs.agent_dir) if self._pool is not None else None
             engine: Engine = await module.Engine.open(
                 hs.loaded,
                 hs.agent_dir,
@@ -125,6 +128,7 @@ class LazyEngine:
                 log_file=self.log_file,
                 peer=self.peer,
                 has_ui=hs.has_ui,
+                services=services,
             )
         finally:
             # `cli` starts without collections (start-up allocates a lot and frees little): what

@@ -117,9 +117,11 @@ class SemanticIndex:
         self._preload_lock = threading.Lock()
 
     def start_background(self) -> None:
-        """Load the model, then fill missing vectors, without waiting for either (the sidecar)."""
+        """Load the model, then fill missing vectors, without waiting for either (the sidecar);
+        once started, a look for rows without a vector now (another process stored some)."""
         self.handle.start()
         self.worker.start()
+        self.worker.notify()
         self._start_preload()
 
     def _start_preload(self) -> None:

@@ -188,7 +188,9 @@ class StoreServices:
         delivery = self.slot.delivery
         if delivery is not None and backend is not None and not self.slot.delivery_paused:
             try:
-                deliver = (await delivery.counts()).waiting
+                queued = await delivery.counts()
+                # a store that keeps refusing (a remote server's bad day) is no work to stay for
+                deliver = queued.waiting if queued.last_error is None else 0
             except BackendError as exc:
                 log.warning("counting the turns still to deliver failed: %s", exc)
         runner = self.catch_up

@@ -1,0 +1,174 @@
+"""A store's work belongs to the store (engine.store_services), not to one Pi's engine: engines
+sharing it come and go while the backend, its outbox and its catch-up stay open; what is left to do
+is counted, and the background sidecar's idle exit waits for it, bounded (sidecar.daemon).
+Real engines on a real SQLite store; the embedding model is off, or held loading."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import AsyncIterator
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+
+from pi_memory_bridge.backends.base import ConversationTurn
+from pi_memory_bridge.backends.local import LocalBackend
+from pi_memory_bridge.embeddings import ModelHandle, disabled_handle
+from pi_memory_bridge.embeddings.loader import LoadReport
+from pi_memory_bridge.engine.core import Engine
+from pi_memory_bridge.engine.store_pool import StorePool
+from pi_memory_bridge.engine.store_services import PendingWork, StoreServices
+from pi_memory_bridge.sidecar.daemon import _Connections
+from pi_memory_bridge.sidecar.handshake import Handshake, handshake
+from pi_memory_bridge.sidecar.protocol import InitializeParams, ToolCallParams
+
+
+def _handshake(tmp_path: Path, cwd: Path | None = None) -> tuple[Handshake, dict[str, str]]:
+    env = {"HOME": str(tmp_path), "PI_CODING_AGENT_DIR": str(tmp_path / "agent")}
+    where = cwd or tmp_path
+    params = {"protocolVersion": "1.0", "client": {"name": "t", "version": "0"}, "cwd": str(where)}
+    return handshake(InitializeParams.model_validate(params), env), env
+
+
+@pytest.fixture(autouse=True)
+def _keywords_only(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PI_MEMORY_BRIDGE_EMBEDDINGS", "off")
+
+
+@pytest.fixture
+async def services(tmp_path: Path) -> AsyncIterator[StoreServices]:
+    hs, _env = _handshake(tmp_path)
+    opened = await StoreServices.open(hs.loaded, hs.agent_dir)
+    yield opened
+    await opened.close()
+
+
+async def _engine(tmp_path: Path, services: StoreServices) -> Engine:
+    hs, env = _handshake(tmp_path)
+    engine = await Engine.open(hs.loaded, hs.agent_dir, hs.cwd, env=env, services=services)
+    await engine.settle_start()
+    return engine
+
+
+async def test_an_engine_leaving_a_shared_store_leaves_it_open_for_the_others(
+    tmp_path: Path, services: StoreServices
+) -> None:
+    first = await _engine(tmp_path, services)
+    second = await _engine(tmp_path, services)  # joined a store already open: told so at once
+    assert first.slot is second.slot is services.slot
+    assert first.learning.memories is not None and second.learning.memories is not None
+    await first.shutdown()
+    backend = services.slot.backend
+    assert isinstance(backend, LocalBackend) and backend.store is not None
+    saved = await second.tool_call(
+        ToolCallParams(name="tdai_memory_save", arguments={"content": "the team deploys with Helm"})
+    )
+    assert not saved.is_error
+    found = await second.tool_call(ToolCallParams(name="tdai_memory_search", arguments={"query": "Helm"}))
+    assert found.details["count"] == 1
+    await second.shutdown()
+    assert services.slot.backend is backend  # still open: the services close it, no engine does
+
+
+async def test_an_engine_on_services_of_its_own_closes_them(tmp_path: Path) -> None:
+    hs, env = _handshake(tmp_path)
+    engine = await Engine.open(hs.loaded, hs.agent_dir, hs.cwd, env=env)
+    backend = engine.slot.backend
+    assert isinstance(backend, LocalBackend)
+    await engine.shutdown()
+    with pytest.raises(Exception, match="closed"):
+        await backend.conversation.list(1, 0)
+
+
+async def test_the_pool_shares_a_store_between_equal_settings_only(tmp_path: Path) -> None:
+    pool = StorePool()
+    hs, _env = _handshake(tmp_path)
+    again, _ = _handshake(tmp_path)
+    other, _ = _handshake(tmp_path / "elsewhere")  # another agent dir: another store
+    try:
+        one = await pool.get(hs.loaded, hs.agent_dir)
+        assert await pool.get(again.loaded, again.agent_dir) is one
+        assert await pool.get(other.loaded, other.agent_dir) is not one
+    finally:
+        await pool.close()
+
+
+def _turn(i: int) -> ConversationTurn:
+    return ConversationTurn(
+        turn_id=f"t{i}",
+        memory_session_id="s",
+        user_text=f"question number {i}",
+        assistant_text="an answer",
+        created_at=datetime(2026, 1, 1, tzinfo=UTC) + timedelta(minutes=i),
+    )
+
+
+async def test_rows_without_a_vector_are_pending_while_the_model_can_still_embed_them(tmp_path: Path) -> None:
+    release = threading.Event()
+
+    def slow_load() -> LoadReport:
+        release.wait(30)
+        raise RuntimeError("never loads in this test")
+
+    loading = ModelHandle(slow_load)
+    loading.start()
+    hs, _env = _handshake(tmp_path)
+    services = StoreServices(hs.loaded, hs.agent_dir, None)
+    backend = LocalBackend(tmp_path / "store", embeddings=loading)
+    services.slot.backend = backend
+    off = LocalBackend(tmp_path / "off", embeddings=disabled_handle("off here"))
+    try:
+        await backend.conversation.add([_turn(i) for i in range(3)])
+        work = await services.pending()
+        assert work == PendingWork(turns_to_embed=3) and work.any
+        assert work.describe() == "3 turn(s) still to embed"
+        await off.conversation.add([_turn(i) for i in range(3)])
+        assert off.semantic is not None and off.semantic.handle.wait(10) is None  # settled: unavailable
+        services.slot.backend = off  # a model that cannot load: nothing will embed them
+        assert await services.pending() == PendingWork()
+    finally:
+        release.set()
+        await backend.close()
+        await off.close()
+
+
+async def test_the_idle_exit_waits_while_the_stores_are_busy_then_goes() -> None:
+    answers = [True, True, False]
+    asked = 0
+
+    async def busy() -> bool:
+        nonlocal asked
+        asked += 1
+        return answers.pop(0)
+
+    conns = _Connections(0.01, busy, busy_s=60)
+    conns.arm()
+    await asyncio.wait_for(conns.idle.wait(), 30)
+    assert asked == 3 and not answers  # not before the third look found nothing left
+
+
+async def test_the_idle_exit_waits_for_busy_stores_only_so_long() -> None:
+    async def busy() -> bool:
+        return True
+
+    conns = _Connections(0.01, busy, busy_s=0.05)
+    conns.arm()
+    await asyncio.wait_for(conns.idle.wait(), 30)  # without the bound it would never be set
+
+
+async def test_a_pi_arriving_while_the_daemon_waits_for_work_cancels_the_exit() -> None:
+    looked = asyncio.Event()
+
+    async def busy() -> bool:
+        looked.set()
+        return True
+
+    conns = _Connections(0.01, busy, busy_s=60)
+    conns.arm()
+    await asyncio.wait_for(looked.wait(), 30)
+    conns.opened()
+    conns.closed()  # the idle time starts again, the work bound too
+    await asyncio.sleep(0.1)
+    assert not conns.idle.is_set()

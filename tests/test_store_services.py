@@ -7,16 +7,20 @@ from __future__ import annotations
 
 import asyncio
 import threading
+import time
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
 
+from fake_backend import FakeBackend
 from pi_memory_bridge.backends.base import ConversationTurn
 from pi_memory_bridge.backends.local import LocalBackend
 from pi_memory_bridge.embeddings import ModelHandle, disabled_handle
 from pi_memory_bridge.embeddings.loader import LoadReport
+from pi_memory_bridge.engine import backend_slot
+from pi_memory_bridge.engine.backend_slot import INITIAL_OPEN_WAIT_S, BackendSlot
 from pi_memory_bridge.engine.core import Engine
 from pi_memory_bridge.engine.store_pool import StorePool
 from pi_memory_bridge.engine.store_services import PendingWork, StoreServices
@@ -172,3 +176,44 @@ async def test_a_pi_arriving_while_the_daemon_waits_for_work_cancels_the_exit() 
     conns.closed()  # the idle time starts again, the work bound too
     await asyncio.sleep(0.1)
     assert not conns.idle.is_set()
+
+
+async def test_a_read_only_slot_waits_for_a_slow_store_and_starts_none_of_its_work(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    started: list[str] = []
+
+    class SlowStore(FakeBackend):
+        def start_background(self) -> None:
+            started.append("background")
+
+    def slow_open(_loaded: object, _agent_dir: Path) -> FakeBackend:
+        time.sleep(INITIAL_OPEN_WAIT_S + 0.5)  # slower than the sidecar waits at start
+        return SlowStore()
+
+    monkeypatch.setattr(backend_slot, "open_backend", slow_open)
+    hs, _env = _handshake(tmp_path)
+
+    async def nothing(_backend: object) -> None:
+        started.append("on_open")
+
+    for read_only in (True, False):
+        slot = BackendSlot(
+            hs.loaded,
+            hs.agent_dir,
+            on_open=nothing,
+            on_outbox_change=lambda _c: None,
+            on_backend_change=lambda: None,
+            read_only=read_only,
+        )
+        await slot.start()
+        try:
+            if read_only:  # `pi-memory-bridge status`: the store as it is, and nothing started
+                assert isinstance(slot.backend, SlowStore) and started == []
+                assert slot.delivery is not None and slot.delivery.worker is None
+            else:  # the sidecar goes on without it, and starts its work once it opened
+                assert slot.backend is None
+                await slot.ensure(None)
+                assert started == ["background", "on_open"]
+        finally:
+            await slot.close()

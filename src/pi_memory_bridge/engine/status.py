@@ -123,10 +123,9 @@ class Status:
         status = await asyncio.to_thread(backend.semantic_status)
         if status is None:
             return "", ""
-        left = None
-        if status.turns is not None and status.atomic is not None:
-            left = (status.turns.total - status.turns.done) + (status.atomic.total - status.atomic.done)
-        words = describe_embeddings(status.state.value, status.reason, left)
+        turns = status.turns.total - status.turns.done if status.turns is not None else None
+        memories = status.atomic.total - status.atomic.done if status.atomic is not None else None
+        words = describe_embeddings(status.state.value, status.reason, turns, memories)
         return status.describe(), words
 
     async def _backend_status(self, problems: list[Problem]) -> tuple[bool, str, dict[str, int]]:

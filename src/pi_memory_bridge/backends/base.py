@@ -29,7 +29,10 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 if TYPE_CHECKING:
-    from pi_memory_bridge.backends.local.semantic import SemanticStatus
+    import threading
+    from collections.abc import Callable
+
+    from pi_memory_bridge.backends.local.semantic import EmbedReport, SemanticStatus
     from pi_memory_bridge.backends.skills import SkillServer
 
 
@@ -272,6 +275,13 @@ class SearchesByMeaning(Protocol):
     for it imports no backend's code."""
 
     def semantic_status(self) -> SemanticStatus | None: ...
+
+    def embed_missing(
+        self, wait_s: float, stop: threading.Event, progress: Callable[[int, int], None]
+    ) -> EmbedReport | None:
+        """Embed every row still without a vector, in the calling thread (a command the user
+        waits for); `progress(done, left before)` after each batch."""
+        ...
 
 
 @runtime_checkable

@@ -22,6 +22,7 @@ from pi_memory_bridge.commands.status import (
     sdk_problems,
 )
 from pi_memory_bridge.config import load_config
+from pi_memory_bridge.embeddings import ModelState
 from pi_memory_bridge.outbox import OutboxCounts
 from pi_memory_bridge.recall import Layer, LayerResult, RecallOutcome
 
@@ -158,10 +159,13 @@ def test_learning_catch_up_and_search_by_meaning_are_sentences_each_fix_once() -
 
 def test_a_status_outside_the_sidecar_says_what_the_background_sidecar_still_has_to_embed() -> None:
     # `pi-memory-bridge status` loads no model: the rows are counted, not "loading"
-    left = describe_embeddings("idle", "", 214, 0)
+    left = describe_embeddings(ModelState.IDLE.value, "", 214, 0)
     assert left.startswith("Search by meaning: 214 turn(s) still to embed; the background sidecar embeds")
     assert "loading" not in left
-    assert describe_embeddings("idle", "", 0, 0) == "Search by meaning: everything remembered is indexed."
+    assert (
+        describe_embeddings(ModelState.IDLE.value, "", 0, 0)
+        == "Search by meaning: everything remembered is indexed."
+    )
 
 
 def test_a_paused_project_is_the_headline() -> None:

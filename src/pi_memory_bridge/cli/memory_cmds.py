@@ -24,7 +24,7 @@ from pydantic import BaseModel, ValidationError
 
 from pi_memory_bridge.backends.base import BackendError, Capability, MemoryBackend
 from pi_memory_bridge.backends.factory import open_backend
-from pi_memory_bridge.cli.json_shapes import ListOut, SearchOut, ShowOut, StatusOut
+from pi_memory_bridge.cli.json_shapes import ListOut, SearchOut, SemanticOut, ShowOut, StatusOut
 from pi_memory_bridge.cli.memory_args import SECTIONS
 from pi_memory_bridge.commands import memory_view as view
 from pi_memory_bridge.commands.forget import ForgetCandidate, ForgetDeps, find_candidates, forget_chosen
@@ -42,6 +42,7 @@ from pi_memory_bridge.config import LoadedConfig, data_dir, default_agent_dir, l
 from pi_memory_bridge.outbox import Outbox
 from pi_memory_bridge.outbox.delivery import CaptureDelivery
 from pi_memory_bridge.redact import redact_text
+from pi_memory_bridge.tools.search_report import semantic_state
 
 Ask = Callable[[str], str]
 
@@ -127,7 +128,11 @@ async def _search(backend: MemoryBackend, query: str, limit: int, as_json: bool)
     items = await view.search(backend, query, limit)
     recent = not query.strip()
     if as_json:
-        _print_json(SearchOut(query=query, recent=recent, items=[item_json(i) for i in items]))
+        state = semantic_state(backend)
+        semantic = SemanticOut.model_validate(state, strict=False) if state is not None else None
+        _print_json(
+            SearchOut(query=query, recent=recent, items=[item_json(i) for i in items], semantic=semantic)
+        )
         return 0
     print(view.render_list("Most recent" if recent else f"Matches for {query!r}", items))
     return 0

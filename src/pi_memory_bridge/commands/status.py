@@ -274,7 +274,7 @@ def describe_embeddings(
     state: str, reason: str, turns_left: int | None, memories_left: int | None = 0
 ) -> str:
     """Search by meaning in a sentence: `state` is the model's in this process (`ModelState`
-    value; "idle": not loaded here, as in `pi-memory-bridge status`), `turns_left` and
+    value; "not loaded yet": not loaded here, as in `pi-memory-bridge status`), `turns_left` and
     `memories_left` the rows still waiting for their vector (None: not counted)."""
     left = _still_to_embed(turns_left, memories_left)
     if state == "loaded":
@@ -284,7 +284,7 @@ def describe_embeddings(
     if state == "unavailable":
         why = f" ({reason})" if reason else ""
         return f"Search by meaning: off{why}; memory is searched by its words only."
-    if state == "idle":
+    if state == "not loaded yet":
         if left:
             return (
                 f"Search by meaning: {left}; the background sidecar embeds them while Pi runs and "

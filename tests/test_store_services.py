@@ -26,7 +26,7 @@ from pi_memory_bridge.engine.store_pool import StorePool
 from pi_memory_bridge.engine.store_services import PendingWork, StoreServices
 from pi_memory_bridge.sidecar.daemon import _Connections
 from pi_memory_bridge.sidecar.handshake import Handshake, handshake
-from pi_memory_bridge.sidecar.protocol import InitializeParams, ToolCallParams
+from pi_memory_bridge.wire import InitializeParams, ToolCallParams
 
 
 def _handshake(tmp_path: Path, cwd: Path | None = None) -> tuple[Handshake, dict[str, str]]:

@@ -10,13 +10,13 @@ from typing import TYPE_CHECKING
 
 from pi_memory_bridge.config import LoadedConfig
 from pi_memory_bridge.engine.store_services import StoreServices
-from pi_memory_bridge.sidecar.protocol import CommandRunParams
+from pi_memory_bridge.wire import CommandRunParams
 
 if TYPE_CHECKING:  # not imported at run time: the engine opens without the commands' modules
     from pi_memory_bridge.catchup.runner import CatchUpRunner
-    from pi_memory_bridge.catchup.service import SidecarImports
     from pi_memory_bridge.commands.dialog import Flow
     from pi_memory_bridge.commands.status import Problem
+    from pi_memory_bridge.engine.catch_up_service import SidecarImports
 
 log = logging.getLogger(__name__)
 
@@ -46,8 +46,8 @@ class CatchUp:
         self._services.nudge_catch_up()
 
     def import_flow(self, p: CommandRunParams) -> Flow:
-        from pi_memory_bridge.catchup import service
         from pi_memory_bridge.commands.import_flow import import_flow
+        from pi_memory_bridge.engine import catch_up_service as service
 
         if self.imports is None:
             slot = self._services.slot
@@ -58,17 +58,17 @@ class CatchUp:
         return lambda dialog: import_flow(deps, p.args, dialog, cwd=self._cwd)
 
     def problems(self) -> list[Problem]:
-        from pi_memory_bridge.catchup import service
+        from pi_memory_bridge.engine import catch_up_service as service
 
         return service.status_problems(self.runner)
 
     def status_line(self) -> str:
-        from pi_memory_bridge.catchup import service
+        from pi_memory_bridge.engine import catch_up_service as service
 
         return service.status_line(self.runner, self._loaded, self.imports)
 
     def status_sentence(self) -> str:
-        from pi_memory_bridge.catchup import service
+        from pi_memory_bridge.engine import catch_up_service as service
 
         return service.status_sentence(self.runner, self._loaded, self.imports)
 

@@ -151,7 +151,9 @@ class StoreServices:
         try:
             if after is not None:
                 await after()
-            service = await asyncio.to_thread(importlib.import_module, "pi_memory_bridge.catchup.service")
+            service = await asyncio.to_thread(
+                importlib.import_module, "pi_memory_bridge.engine.catch_up_service"
+            )
             if self._closing:
                 return
             slot = self.slot

@@ -41,6 +41,7 @@ from pi_memory_bridge.commands.pause import project_key, set_paused
 from pi_memory_bridge.config import LoadedConfig, data_dir, default_agent_dir, load_config
 from pi_memory_bridge.outbox import Outbox
 from pi_memory_bridge.outbox.delivery import CaptureDelivery
+from pi_memory_bridge.recall.engine import build_query
 from pi_memory_bridge.redact import redact_text
 from pi_memory_bridge.tools.search_report import semantic_state
 
@@ -125,7 +126,8 @@ async def _show(backend: MemoryBackend, args: argparse.Namespace) -> int:
 
 
 async def _search(backend: MemoryBackend, query: str, limit: int, as_json: bool) -> int:
-    items = await view.search(backend, query, limit)
+    # what recall would search for this text as a prompt: the results are the ones it would rank
+    items = await view.search(backend, build_query(query), limit)
     recent = not query.strip()
     if as_json:
         state = semantic_state(backend)

@@ -26,7 +26,7 @@ from pi_memory_bridge.engine.store_pool import StorePool
 from pi_memory_bridge.engine.store_services import PendingWork, StoreServices
 from pi_memory_bridge.sidecar.daemon import _Connections
 from pi_memory_bridge.sidecar.handshake import Handshake, handshake
-from pi_memory_bridge.wire import InitializeParams, ToolCallParams
+from pi_memory_bridge.wire import InitializeParams, RecallParams, ToolCallParams
 
 
 def _handshake(tmp_path: Path, cwd: Path | None = None) -> tuple[Handshake, dict[str, str]]:
@@ -217,3 +217,22 @@ async def test_a_read_only_slot_waits_for_a_slow_store_and_starts_none_of_its_wo
                 assert started == ["background", "on_open"]
         finally:
             await slot.close()
+
+
+async def _passes_reach(services: StoreServices, n: int) -> None:
+    while services.catch_up is None or services.catch_up.progress.passes < n:  # noqa: ASYNC110 - a count, no event
+        await asyncio.sleep(0.02)
+
+
+async def test_each_engine_that_joins_gets_a_catch_up_pass_after_its_first_recall(
+    tmp_path: Path, services: StoreServices
+) -> None:
+    first = await _engine(tmp_path, services)
+    await asyncio.wait_for(_passes_reach(services, 1), 30)
+    runner = services.catch_up
+    second = await _engine(tmp_path, services)  # its turns may be in session files only
+    await second.recall(RecallParams(pi_session_id="p2", prompt="how do we deploy billing?"))
+    await asyncio.wait_for(_passes_reach(services, 2), 30)
+    assert services.catch_up is runner  # one runner for the store, not one per engine
+    await first.shutdown()
+    await second.shutdown()

@@ -92,6 +92,7 @@ class StoreServices:
         )
         self.catch_up: CatchUpRunner | None = None
         self._catch_up_start: asyncio.Task[None] | None = None
+        self._passes: set[asyncio.Task[None]] = set()  # later engines' passes, once they recalled
         self._closing = False
 
     @classmethod
@@ -112,7 +113,6 @@ class StoreServices:
             if id(listener) not in self._told:
                 self._told.add(id(listener))
                 await listener.backend_opened(backend)
-        self.nudge_catch_up()
 
     def leave(self, listener: StoreListener) -> None:
         with contextlib.suppress(ValueError):
@@ -140,10 +140,21 @@ class StoreServices:
     # ---- catch-up -------------------------------------------------------------------------------
 
     def start_catch_up(self, after: Callable[[], Awaitable[None]] | None = None) -> None:
-        """Start the runner in the background once `after` returns (the first engine's first
-        recall: its import and first scan never delay recall); later calls do nothing."""
+        """Start the runner in the background once `after` returns (an engine's first recall:
+        its import and first scan never delay recall); for a later engine, a pass once `after`
+        returns (its Pi's turns may be in session files only, as at any start)."""
+        loop = asyncio.get_running_loop()
         if self._catch_up_start is None:
-            self._catch_up_start = asyncio.get_running_loop().create_task(self._start_catch_up(after))
+            self._catch_up_start = loop.create_task(self._start_catch_up(after))
+            return
+        task = loop.create_task(self._pass_after(after))
+        self._passes.add(task)
+        task.add_done_callback(self._passes.discard)
+
+    async def _pass_after(self, after: Callable[[], Awaitable[None]] | None) -> None:
+        if after is not None:
+            await after()
+        self.nudge_catch_up()
 
     async def _start_catch_up(self, after: Callable[[], Awaitable[None]] | None) -> None:
         import importlib
@@ -215,6 +226,8 @@ class StoreServices:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(runner.passed.wait(), max(0.0, until - loop.time()))
         self._closing = True  # a start still importing gives up (`_start_catch_up`)
+        for task in list(self._passes):
+            task.cancel()
         if runner is not None:
             await runner.stop()
         await self.slot.close()

@@ -36,6 +36,7 @@ log = logging.getLogger(__name__)
 
 # Within the exit watchdog (5 s), which Pi never waits for: the first pass at a start's end
 FIRST_PASS_AT_EXIT_S = 3.0
+TRACES_DRAIN_S = 0.5
 
 
 class StoreListener(Protocol):
@@ -232,4 +233,6 @@ class StoreServices:
             await runner.stop()
         await self.slot.close()
         if self.traces is not None:
+            with contextlib.suppress(TimeoutError):  # the last recalls' traces, queued
+                await asyncio.wait_for(self.traces.drain(), TRACES_DRAIN_S)
             self.traces.close()

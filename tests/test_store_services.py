@@ -6,6 +6,7 @@ Real engines on a real SQLite store; the embedding model is off, or held loading
 from __future__ import annotations
 
 import asyncio
+import json
 import threading
 import time
 from collections.abc import AsyncIterator
@@ -15,8 +16,11 @@ from pathlib import Path
 import pytest
 
 from fake_backend import FakeBackend
+from learning_helpers import ScriptedModel, extract, turn
 from pi_memory_bridge.backends.base import ConversationTurn
 from pi_memory_bridge.backends.local import LocalBackend
+from pi_memory_bridge.backends.local.memories import LearnedMemories
+from pi_memory_bridge.config import global_config_path
 from pi_memory_bridge.embeddings import ModelHandle, disabled_handle
 from pi_memory_bridge.embeddings.loader import LoadReport
 from pi_memory_bridge.engine import backend_slot
@@ -236,3 +240,32 @@ async def test_each_engine_that_joins_gets_a_catch_up_pass_after_its_first_recal
     assert services.catch_up is runner  # one runner for the store, not one per engine
     await first.shutdown()
     await second.shutdown()
+
+
+async def test_learning_on_a_model_of_its_own_finishes_its_run_after_the_pi_left(tmp_path: Path) -> None:
+    path = global_config_path(tmp_path / "agent")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    # a long idle pause: the run can only come from the Pi leaving
+    path.write_text(json.dumps({"learning": {"enabled": True, "idleSeconds": 600}}), encoding="utf-8")
+    hs, _env = _handshake(tmp_path)
+    shared = await StoreServices.open(hs.loaded, hs.agent_dir)
+    try:
+        engine = await _engine(tmp_path, shared)
+        model = ScriptedModel(extract(("decision", "The project ships on Fridays only.", ["t1"])))
+        engine.learning.model = model  # an endpoint of its own in real use, not the Pi's model
+        backend = shared.slot.backend
+        assert isinstance(backend, LocalBackend)
+        await backend.conversation.add([turn(1, "We only ship on Fridays.")])
+        engine.learning.session_started("mem-1")
+        engine.learning.turns_settled("mem-1", 1)
+        assert engine.learning.can_go_on_alone
+        await engine.shutdown()
+        assert (await shared.pending()).learning_running  # the daemon's idle exit waits for it
+        while (await shared.pending()).learning_running:  # noqa: ASYNC110 - the run, then its close
+            await asyncio.sleep(0.05)
+        assert [m.text for m in LearnedMemories(backend.store).active()] == [
+            "The project ships on Fridays only."
+        ]
+        assert len(model.calls) >= 1
+    finally:
+        await shared.close()

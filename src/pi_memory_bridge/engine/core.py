@@ -289,7 +289,10 @@ class Engine:
         if self._commands_built is not None:
             await self._commands_built.close()
         await self.catch_up.stop()
-        await self.learning.close()
+        if not self._owns_services and self.learning.can_go_on_alone:
+            self._services.adopt_learning(self.learning)  # the store's work now, like its vectors
+        else:
+            await self.learning.close()
         if self._owns_services:
             await self._services.close()
 

@@ -221,6 +221,20 @@ class Learning:
     def active(self) -> bool:
         return self.consent is True and self.memories is not None and self.model is not None
 
+    @property
+    def can_go_on_alone(self) -> bool:
+        """Work is waiting and the model is not the Pi's (a configured endpoint): it can be done
+        after the Pi left (the background sidecar's store keeps it, `StoreServices`)."""
+        work = self._awaited > 0 or self._scheduler.pending
+        return self.active and work and not isinstance(self.model, ShimModel)
+
+    def go_on_alone(self) -> None:
+        """The Pi left: nothing more is said to it, and what waits runs now, not after an idle
+        pause that no turn of that Pi ends any more."""
+        self._peer = None
+        self.has_ui = False
+        self._scheduler.kick()
+
     def session_started(self, memory_session_id: str) -> None:
         self._session = memory_session_id
         self._record_project(memory_session_id)

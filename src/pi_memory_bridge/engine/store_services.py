@@ -30,6 +30,7 @@ from pi_memory_bridge.recall.trace_log import TraceLog, open_trace_log
 
 if TYPE_CHECKING:
     from pi_memory_bridge.catchup.runner import CatchUpRunner
+    from pi_memory_bridge.engine.learning import Learning
     from pi_memory_bridge.outbox import OutboxCounts
 
 log = logging.getLogger(__name__)
@@ -57,12 +58,12 @@ class PendingWork:
     memories_to_embed: int = 0
     turns_to_deliver: int = 0
     catch_up_running: bool = False
+    learning_running: bool = False  # a run a Pi left behind, on a model of its own
 
     @property
     def any(self) -> bool:
-        return bool(self.turns_to_embed or self.memories_to_embed or self.turns_to_deliver) or (
-            self.catch_up_running
-        )
+        counted = self.turns_to_embed or self.memories_to_embed or self.turns_to_deliver
+        return bool(counted) or self.catch_up_running or self.learning_running
 
     def describe(self) -> str:
         parts = []
@@ -74,6 +75,8 @@ class PendingWork:
             parts.append(f"{self.turns_to_deliver} turn(s) still to deliver")
         if self.catch_up_running:
             parts.append("a catch-up pass running")
+        if self.learning_running:
+            parts.append("a learning run to finish")
         return ", ".join(parts) or "nothing"
 
 
@@ -94,6 +97,7 @@ class StoreServices:
         self.catch_up: CatchUpRunner | None = None
         self._catch_up_start: asyncio.Task[None] | None = None
         self._passes: set[asyncio.Task[None]] = set()  # later engines' passes, once they recalled
+        self._learning: set[asyncio.Task[None]] = set()  # learning runs whose Pi left
         self._closing = False
 
     @classmethod
@@ -181,6 +185,22 @@ class StoreServices:
         if self.catch_up is not None:
             self.catch_up.nudge()
 
+    # ---- learning that outlives its Pi ----------------------------------------------------------
+
+    def adopt_learning(self, learning: Learning) -> None:
+        """A leaving engine's learning, whose work waits and whose model is its own (not the
+        Pi's): its runs finish here, then it closes (or at `close`, whichever comes first)."""
+        learning.go_on_alone()
+        task = asyncio.get_running_loop().create_task(self._finish_learning(learning))
+        self._learning.add(task)
+        task.add_done_callback(self._learning.discard)
+
+    async def _finish_learning(self, learning: Learning) -> None:
+        try:
+            await learning.idle()
+        finally:
+            await learning.close()
+
     # ---- what is left to do ---------------------------------------------------------------------
 
     async def pending(self) -> PendingWork:
@@ -209,7 +229,7 @@ class StoreServices:
                 log.warning("counting the turns still to deliver failed: %s", exc)
         runner = self.catch_up
         running = runner is not None and not runner.passed.is_set()
-        work = PendingWork(turns, memories, deliver, running)
+        work = PendingWork(turns, memories, deliver, running, bool(self._learning))
         if turns or memories:
             self.slot.wake_background()
         return work
@@ -227,8 +247,10 @@ class StoreServices:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(runner.passed.wait(), max(0.0, until - loop.time()))
         self._closing = True  # a start still importing gives up (`_start_catch_up`)
-        for task in list(self._passes):
-            task.cancel()
+        for task in list(self._passes) + list(self._learning):
+            task.cancel()  # an adopted learning closes in its `finally`
+        if self._learning:
+            await asyncio.wait(set(self._learning), timeout=1.0)
         if runner is not None:
             await runner.stop()
         await self.slot.close()

@@ -182,8 +182,7 @@ async def serve_connection(
 ) -> None:
     """One Pi: the stdio sidecar's endpoint and engine, ended by its `shutdown` or its EOF (with the
     `prelude` of `daemon_start` for the first Pi's connection), on the daemon's `pool` of stores."""
-    engine = LazyEngine(env, pool)
-    engine.log_file = log_file
+    engine = LazyEngine(env, log_file=log_file, pool=pool)
     stop = asyncio.Event()
     rpc = build_endpoint(engine, stop, prelude=prelude)
     serving = asyncio.create_task(rpc.serve(Prefixed(reader, prelude.unread if prelude else b""), writer))

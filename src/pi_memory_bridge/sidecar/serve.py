@@ -102,12 +102,15 @@ class ExitWatchdog:
 class LazyEngine:
     """The memory engine behind the endpoint, imported and opened after the handshake."""
 
-    def __init__(self, env: Mapping[str, str], pool: StorePool | None = None) -> None:
+    def __init__(
+        self, env: Mapping[str, str], *, log_file: Path | None = None, pool: StorePool | None = None
+    ) -> None:
         self.env = env
+        self.log_file = log_file
         self._pool = pool  # the background sidecar's store-wide services, shared; None: the engine's own
+        # the endpoint's, set by `build_endpoint` (the endpoint is built around this holder)
         self.notify: Notify | None = None
         self.peer: Peer | None = None
-        self.log_file: Path | None = None
         self._task: asyncio.Task[Engine] | None = None
 
     def start(self, hs: Handshake) -> None:
@@ -291,10 +294,10 @@ def _adopt(prelude: Prelude, env: Mapping[str, str], begin: Callable[[Handshake]
 
 async def serve_stdio(prelude: Prelude | None = None) -> int:
     env = dict(os.environ)
-    engine = LazyEngine(env)
-    engine.log_file = setup_logging(
+    log_file = setup_logging(
         data_dir(default_agent_dir(env)) / "logs", env.get("PI_MEMORY_BRIDGE_LOG_LEVEL", "info")
     )
+    engine = LazyEngine(env, log_file=log_file)
     stop = asyncio.Event()
     rpc = build_endpoint(engine, stop, prelude=prelude)
     watchdog = ExitWatchdog(EXIT_WATCHDOG_S)

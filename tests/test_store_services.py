@@ -19,7 +19,7 @@ from fake_backend import FakeBackend
 from learning_helpers import ScriptedModel, extract, turn
 from pi_memory_bridge.backends.base import ConversationTurn
 from pi_memory_bridge.backends.local import LocalBackend
-from pi_memory_bridge.backends.local.memories import LearnedMemories
+from pi_memory_bridge.backends.local.learning.memories import LearnedMemories
 from pi_memory_bridge.config import global_config_path
 from pi_memory_bridge.embeddings import ModelHandle, disabled_handle
 from pi_memory_bridge.embeddings.loader import LoadReport

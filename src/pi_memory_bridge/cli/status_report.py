@@ -12,8 +12,6 @@ import os
 from pathlib import Path
 
 from pi_memory_bridge.backends.base import MemoryBackend
-from pi_memory_bridge.commands.pause import ProjectPause
-from pi_memory_bridge.commands.status import StatusReport
 from pi_memory_bridge.config import LoadedConfig
 from pi_memory_bridge.engine.backend_slot import BackendSlot
 from pi_memory_bridge.engine.capture import CaptureStats
@@ -23,6 +21,8 @@ from pi_memory_bridge.engine.notifier import Notifier
 from pi_memory_bridge.engine.recall import Recall
 from pi_memory_bridge.engine.sessions import Sessions
 from pi_memory_bridge.engine.status import Status
+from pi_memory_bridge.operations.pause import ProjectPause
+from pi_memory_bridge.vocabulary.status import StatusReport
 
 
 async def _opened(backend: MemoryBackend) -> None:

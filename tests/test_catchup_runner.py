@@ -298,3 +298,16 @@ def test_an_unreadable_watermark_row_is_ignored(tmp_path: Path) -> None:
         marks = state.marks()
         assert marks["/x.jsonl"].validated() == good
         assert marks["/y.jsonl"].validated() is None  # its file is read from the start again
+
+
+async def test_a_stop_that_meets_a_nudge_still_stops_the_runner(agent: Path, outbox: Outbox) -> None:
+    # Python 3.11's wait_for returns the result of a wait that finished as the cancel arrived,
+    # losing the cancel: the loop went on resting, and `stop` waited for it for good
+    r = runner(agent, outbox)
+    r.start()
+    await asyncio.wait_for(r.passed.wait(), 30)  # now resting until the next pass or a nudge
+    await asyncio.sleep(0)
+    r.nudge()
+    stopping = asyncio.create_task(r.stop())
+    done, _ = await asyncio.wait({stopping}, timeout=20)  # a hang guard, not a measurement
+    assert stopping in done

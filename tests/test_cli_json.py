@@ -92,6 +92,7 @@ def test_every_read_command_prints_its_documented_shape(tmp_path: Path) -> None:
     )
     found = _json(_cli(agent, "search", "magic numbers", "--json"), "search")
     assert not found["recent"] and found["items"][0]["id"] == memory_id
+    assert found["semantic"]["vectors"] == {"done": 0, "total": 3}  # seeded without the model
     recent = _json(_cli(agent, "search", "", "--json"), "search")
     assert recent["recent"] and {i["layer"] for i in recent["items"]} == {
         "L1",

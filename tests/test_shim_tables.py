@@ -11,6 +11,7 @@ import pytest
 from pi_memory_bridge.backends.base import AtomicType
 from pi_memory_bridge.commands.table import COMMANDS
 from pi_memory_bridge.engine.core import Engine
+from pi_memory_bridge.engine.store_services import StoreServices
 from pi_memory_bridge.engine.tool_table import tool_table
 from pi_memory_bridge.sidecar import tables
 from pi_memory_bridge.sidecar.handshake import handshake
@@ -58,7 +59,8 @@ def engine(tmp_path: Path) -> Engine:
     env = {"HOME": str(tmp_path), "PI_CODING_AGENT_DIR": str(tmp_path / "agent")}
     params = {"protocolVersion": "1.0", "client": {"name": "t", "version": "0"}, "cwd": str(tmp_path)}
     hs = handshake(InitializeParams.model_validate(params), env)
-    return Engine(hs.loaded, hs.agent_dir, hs.cwd, env=env)
+    services = StoreServices(hs.loaded, hs.agent_dir, None)  # nothing opened: the table is all we read
+    return Engine(hs.loaded, hs.agent_dir, hs.cwd, services=services, env=env)
 
 
 def test_the_engine_runs_every_command_in_the_table(engine: Engine) -> None:

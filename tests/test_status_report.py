@@ -7,6 +7,7 @@ from pathlib import Path
 
 from pi_memory_bridge.capture.identity import BranchIdentity
 from pi_memory_bridge.config import load_config
+from pi_memory_bridge.embeddings import ModelState
 from pi_memory_bridge.operations.status_lines import (
     describe_budget,
     describe_embeddings,
@@ -125,7 +126,7 @@ def test_a_fix_shared_by_problems_is_printed_once_and_a_tree_path_is_not_a_branc
 
 
 def test_learning_catch_up_and_search_by_meaning_are_sentences_each_fix_once() -> None:
-    embeddings = describe_embeddings("loaded", "", 3)
+    embeddings = describe_embeddings("loaded", "", 2, 1)
     report = _report(
         learning_words="Learning from your sessions: off; /tdai-memory-learning on allows it.",
         catch_up_words="Catching up on turns live capture missed: 2 turn(s) in Pi's session files are not "
@@ -142,7 +143,7 @@ def test_learning_catch_up_and_search_by_meaning_are_sentences_each_fix_once() -
     main, _, details = render_status(report).partition("\nDetails")
     assert "Learning from your sessions: off; /tdai-memory-learning on allows it." in main
     assert "2 turn(s) in Pi's session files are not stored yet" in main
-    assert "Search by meaning: on; 3 remembered item(s) are still being indexed." in main
+    assert "Search by meaning: on; 2 turn(s) and 1 memory(ies) still to embed (in the background)." in main
     assert main.count("free space in the data dir") == 1  # the one fix, once, for both problems
     assert "BEHIND" not in main and "vectors L0" not in main and "learning.enabled" not in main
     assert "catch-up:       last pass" in details and "embeddings:     use-multilingual-v3" in details
@@ -151,6 +152,18 @@ def test_learning_catch_up_and_search_by_meaning_are_sentences_each_fix_once() -
     off = describe_embeddings("unavailable", "weights damaged", None)
     assert "off (weights damaged)" in off and "memory is searched by its words only" in off
     assert "loading" in describe_embeddings("loading", "", None)
+    assert "loading (5 turn(s) still to embed)" in describe_embeddings("loading", "", 5, 0)
+
+
+def test_a_status_outside_the_sidecar_says_what_the_background_sidecar_still_has_to_embed() -> None:
+    # `pi-memory-bridge status` loads no model: the rows are counted, not "loading"
+    left = describe_embeddings(ModelState.IDLE.value, "", 214, 0)
+    assert left.startswith("Search by meaning: 214 turn(s) still to embed; the background sidecar embeds")
+    assert "loading" not in left
+    assert (
+        describe_embeddings(ModelState.IDLE.value, "", 0, 0)
+        == "Search by meaning: everything remembered is indexed."
+    )
 
 
 def test_a_paused_project_is_the_headline() -> None:

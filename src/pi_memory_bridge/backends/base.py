@@ -30,8 +30,11 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 if TYPE_CHECKING:
+    import threading
+    from collections.abc import Callable
+
     from pi_memory_bridge.backends.learning import LearningStore
-    from pi_memory_bridge.backends.local.semantic import SemanticStatus
+    from pi_memory_bridge.backends.local.semantic import EmbedReport, SemanticStatus
     from pi_memory_bridge.backends.skills import SkillServer
 
 
@@ -276,6 +279,13 @@ class SearchesByMeaning(Protocol):
     for it imports no backend's code."""
 
     def semantic_status(self) -> SemanticStatus | None: ...
+
+    def embed_missing(
+        self, wait_s: float, stop: threading.Event, progress: Callable[[int, int], None]
+    ) -> EmbedReport | None:
+        """Embed every row still without a vector, in the calling thread (a command the user
+        waits for); `progress(done, left before)` after each batch."""
+        ...
 
 
 @runtime_checkable

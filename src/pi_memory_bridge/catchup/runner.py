@@ -45,6 +45,7 @@ MAX_FILES_PER_PASS = 64
 MAX_BYTES_PER_PASS = 32 * 1024 * 1024
 MAX_IMPORT_FILES_PER_PASS = 16
 _MTIME_SLACK_MS = 1000
+STOP_RECHECK_S = 0.1  # how often `stop` cancels again a loop that lost the first cancel
 
 
 @dataclass(frozen=True, slots=True)
@@ -178,10 +179,11 @@ class CatchUpRunner:
 
     async def stop(self) -> None:
         task, self._task = self._task, None
-        if task is not None:
+        # A cancel that meets a nudge can be lost (Python 3.11's wait_for then returns the wait's
+        # result): cancel again until the loop has ended. Our own caller's cancel still reaches us.
+        while task is not None and not task.done():
             task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+            await asyncio.wait({task}, timeout=STOP_RECHECK_S)
         if self._state is not None:
             await asyncio.to_thread(self._state.close)
             self._state = None

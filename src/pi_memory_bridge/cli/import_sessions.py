@@ -1,7 +1,10 @@
 """`pi-memory-bridge import` in a terminal: the import flow, run inline with progress on stderr.
 
 The turns go through the shared outbox like any capture, then are delivered before the command
-ends (a Pi session's sidecar delivers whatever is left, e.g. when the store is busy).
+ends (a Pi session's sidecar delivers whatever is left, e.g. when the store is busy). Then what
+the store holds without a vector is embedded, with progress, so that the import is searchable by
+meaning when the command ends; when the background sidecar is embedding the store already, or
+the model cannot load, that sidecar does it (status says how many are left).
 """
 
 from __future__ import annotations
@@ -10,10 +13,11 @@ import asyncio
 import contextlib
 import os
 import sys
+import threading
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from pi_memory_bridge.backends.base import BackendError, ConversationTurn, MemoryBackend
+from pi_memory_bridge.backends.base import BackendError, ConversationTurn, MemoryBackend, SearchesByMeaning
 from pi_memory_bridge.backends.factory import open_backend
 from pi_memory_bridge.catchup.importer import ImportPlan, ImportScope, plan_import, run_import
 from pi_memory_bridge.catchup.state import CatchUpState, StateError
@@ -32,6 +36,9 @@ from pi_memory_bridge.redact import redact_text
 from pi_memory_bridge.vocabulary.dialog import Level
 
 Ask = Callable[[str], str]
+
+# How long an import waits for the embedding model (a cold cache on a loaded machine)
+MODEL_WAIT_S = 120.0
 
 
 def _request(since: str | None, session: str | None, yes: bool) -> ImportRequest | str:
@@ -95,6 +102,7 @@ async def _run(request: ImportRequest, ask: Ask, interactive: bool) -> int:
             message += f"; {report.delivered + report.already_stored} stored"
             if report.counts.waiting:
                 message += f", {report.counts.waiting} still queued (a Pi session delivers them)"
+            message += await _embed(backend)
         return ImportOutcome(message, level)
 
     try:
@@ -107,6 +115,35 @@ async def _run(request: ImportRequest, ask: Ask, interactive: bool) -> int:
             await asyncio.to_thread(state.close)
         await asyncio.to_thread(box.close)
     return 0 if step.level == "info" else 1
+
+
+async def _embed(backend: MemoryBackend) -> str:
+    """Embed what the store holds without a vector, with progress on stderr; the words that end
+    the import's summary ("" for a store without search by meaning)."""
+    if not isinstance(backend, SearchesByMeaning):
+        return ""
+    stop = threading.Event()  # Ctrl-C: the batch in hand is stored, the rest is the sidecar's
+
+    def progress(done: int, left: int) -> None:
+        print(f"embedding: {min(done, left)}/{left} row(s)", file=sys.stderr, flush=True)
+
+    try:
+        report = await asyncio.to_thread(backend.embed_missing, MODEL_WAIT_S, stop, progress)
+    except BackendError as exc:
+        return f"; embedding failed, the background sidecar retries: {redact_text(str(exc)).text}"
+    finally:
+        stop.set()
+    if report is None or not (report.embedded or report.left):
+        return ""
+    if not report.left:
+        return f"; {report.embedded} embedded for search by meaning"
+    if report.elsewhere:
+        return f"; {report.left} row(s) to embed: the background sidecar is embedding them"
+    why = redact_text(report.why_left).text
+    return (
+        f"; {report.embedded} embedded, {report.left} still to embed ({why}): the background "
+        "sidecar embeds them while Pi runs"
+    )
 
 
 def import_sessions(since: str | None, session: str | None, yes: bool, ask: Ask = input) -> int:

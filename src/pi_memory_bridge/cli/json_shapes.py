@@ -29,10 +29,26 @@ class ShowOut(_Out):
     item: ItemJson
 
 
+class VectorsOut(_Out):
+    done: int
+    total: int
+
+
+class SemanticOut(_Out):
+    """Search by meaning after the search: `state` "loaded" means the items were ranked by meaning
+    and words, as recall ranks them; anything else, by their words only."""
+
+    model: str
+    state: str
+    reason: str
+    vectors: VectorsOut | None
+
+
 class SearchOut(_Out):
     query: str
     recent: bool  # true: the query was empty, these are the most recent items
     items: list[ItemJson]
+    semantic: SemanticOut | None  # None: this backend has no search by meaning of its own
 
 
 class ProblemOut(_Out):

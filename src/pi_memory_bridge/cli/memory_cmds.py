@@ -24,7 +24,7 @@ from pydantic import BaseModel, ValidationError
 
 from pi_memory_bridge.backends.base import BackendError, Capability, MemoryBackend
 from pi_memory_bridge.backends.factory import open_backend
-from pi_memory_bridge.cli.json_shapes import ListOut, SearchOut, ShowOut, StatusOut
+from pi_memory_bridge.cli.json_shapes import ListOut, SearchOut, SemanticOut, ShowOut, StatusOut
 from pi_memory_bridge.cli.memory_args import SECTIONS
 from pi_memory_bridge.commands.memory_flow import edit_item
 from pi_memory_bridge.config import LoadedConfig, data_dir, default_agent_dir, load_config
@@ -42,7 +42,9 @@ from pi_memory_bridge.operations.pause import set_paused
 from pi_memory_bridge.outbox import Outbox
 from pi_memory_bridge.outbox.delivery import CaptureDelivery
 from pi_memory_bridge.project import project_of
+from pi_memory_bridge.recall.engine import build_query
 from pi_memory_bridge.redact import redact_text
+from pi_memory_bridge.tools.search_report import semantic_state
 from pi_memory_bridge.vocabulary.forget import ForgetCandidate
 
 Ask = Callable[[str], str]
@@ -126,10 +128,15 @@ async def _show(backend: MemoryBackend, args: argparse.Namespace) -> int:
 
 
 async def _search(backend: MemoryBackend, query: str, limit: int, as_json: bool) -> int:
-    items = await view.search(backend, query, limit)
+    # what recall would search for this text as a prompt: the results are the ones it would rank
+    items = await view.search(backend, build_query(query), limit)
     recent = not query.strip()
     if as_json:
-        _print_json(SearchOut(query=query, recent=recent, items=[item_json(i) for i in items]))
+        state = semantic_state(backend)
+        semantic = SemanticOut.model_validate(state, strict=False) if state is not None else None
+        _print_json(
+            SearchOut(query=query, recent=recent, items=[item_json(i) for i in items], semantic=semantic)
+        )
         return 0
     print(view.render_list("Most recent" if recent else f"Matches for {query!r}", items))
     return 0

@@ -3,6 +3,9 @@
 A locked or slow store must not hold up the sidecar: opening waits a moment at start, then goes
 on in the background, and a failed open is retried at most every `REOPEN_INTERVAL_S`. Each
 failure is kept as text for status and footers, never raised to a handler.
+
+A slot opened `read_only` (`pi-memory-bridge status`) waits for the store as long as it takes,
+reads the outbox and starts nothing: no delivery, no embedding, no rescan.
 """
 
 from __future__ import annotations
@@ -37,8 +40,10 @@ class BackendSlot:
         on_open: OnOpen,
         on_outbox_change: Callable[[OutboxCounts], None],
         on_backend_change: Callable[[], None],
+        read_only: bool = False,
     ) -> None:
         self.loaded = loaded
+        self.read_only = read_only
         self.agent_dir = agent_dir
         self.backend: MemoryBackend | None = None
         self.backend_error: str | None = None
@@ -58,7 +63,7 @@ class BackendSlot:
             await self._open_delivery()
         if loaded.backend_ready:
             # Usually opens in milliseconds; a locked or slow store must not hold up the sidecar.
-            await self.ensure(INITIAL_OPEN_WAIT_S)
+            await self.ensure(None if self.read_only else INITIAL_OPEN_WAIT_S)
         elif loaded.config.enabled:
             errors = "; ".join(str(e) for e in loaded.errors)
             self.backend_error = f"not configured: {errors}" if errors else "not configured"
@@ -76,8 +81,9 @@ class BackendSlot:
     def delivery_paused(self) -> bool:
         return self.delivery is not None and self.delivery.pause_reason is not None
 
-    async def ensure(self, wait_s: float) -> MemoryBackend | None:
-        """The backend, (re)opening it in the background when it is not open yet."""
+    async def ensure(self, wait_s: float | None) -> MemoryBackend | None:
+        """The backend, (re)opening it in the background when it is not open yet (`wait_s`
+        None: until it opened or failed)."""
         if self.backend is not None or not self.loaded.backend_ready:
             return self.backend
         task = self._opening
@@ -85,9 +91,16 @@ class BackendSlot:
             self._last_open_attempt = time.monotonic()
             task = self._opening = asyncio.create_task(self._open_backend())
             task.add_done_callback(lambda _t: setattr(self, "_opening", None))
-        if task is not None and wait_s > 0:
+        if task is not None and (wait_s is None or wait_s > 0):
             await asyncio.wait({task}, timeout=wait_s)
         return self.backend
+
+    def wake_background(self) -> None:
+        """The backend's own background work starts, or looks again now (local: the embedding
+        model, and rows without a vector, which another process may have stored)."""
+        start_background = getattr(self.backend, "start_background", None)
+        if callable(start_background):
+            start_background()
 
     async def _open_delivery(self) -> None:
         try:
@@ -107,12 +120,12 @@ class BackendSlot:
             return
         self.backend = backend
         self.backend_error = None
+        if self.read_only:
+            return
         from pi_memory_bridge.rescan import start_after_upgrade
 
         start_after_upgrade(data_dir(self.agent_dir))  # once after the redaction rules changed
-        start_background = getattr(backend, "start_background", None)  # local: embedding model, vectors
-        if callable(start_background):
-            start_background()
+        self.wake_background()
         await self._on_open(backend)
         if self.delivery is not None:
             remote = self.loaded.config.memorycore

@@ -55,6 +55,9 @@ class Capture:
         sessions: Sessions,
         skills: SkillCapture,
         status_line: FooterModel,
+        *,
+        on_failure: Callable[[], None],
+        on_captured: Callable[[str, int], None],
     ) -> None:
         self._loaded = loaded
         self._slot = slot
@@ -63,9 +66,9 @@ class Capture:
         self._status_line = status_line
         self.stats = CaptureStats()
         # a failed live capture: the turn is in Pi's session file, catch-up retries it from there
-        self.on_failure: Callable[[], None] = lambda: None
+        self._on_failure = on_failure
         # told (memory session, turns) after turns were captured: learning counts them (never waits)
-        self.on_captured: Callable[[str, int], None] | None = None
+        self._on_captured = on_captured
 
     async def turn_settled(self, p: TurnSettledParams) -> TurnSettledResult:
         cfg = self._loaded.config
@@ -106,15 +109,14 @@ class Capture:
         if failure is not None:
             stats.failures += 1
             stats.last_error = failure
-            self.on_failure()
+            self._on_failure()
             log.error("capture failed: %s", failure)
             failed = Footer.of(self._status_line.capture_failed(failure))
             return TurnSettledResult(captured=0, skipped=skipped, reasons=reasons, footer=failed)
         stats.captured += len(prepared.turns)
         queued = slot.delivery is not None
         await self._skills.settled(slot.backend, prepared.turns)
-        if self.on_captured is not None:
-            self.on_captured(ident.memory_session_id, len(prepared.turns))
+        self._on_captured(ident.memory_session_id, len(prepared.turns))
         return TurnSettledResult(
             captured=len(prepared.turns),
             skipped=skipped,

@@ -20,7 +20,6 @@ from pi_memory_bridge.engine.status import Status
 from pi_memory_bridge.operations.forget import ForgetDeps
 from pi_memory_bridge.operations.pause import ProjectPause
 from pi_memory_bridge.recall.trace_log import TraceLog
-from pi_memory_bridge.rpc.errors import InvalidParams
 from pi_memory_bridge.tools.memory import ToolFailure, memory_save
 from pi_memory_bridge.vocabulary.dialog import Dialog, Flow, Outcome
 from pi_memory_bridge.vocabulary.status import render_status
@@ -41,6 +40,8 @@ class CommandFlows:
         env: Mapping[str, str],
         pause: ProjectPause,
         learning: Learning,
+        catch_up: CatchUp,
+        traces: TraceLog | None,
     ) -> None:
         self._slot = slot
         self._pause = pause
@@ -71,13 +72,11 @@ class CommandFlows:
                 )
             ),
         }
-        self.traces: TraceLog | None = None  # forget blanks what the recall traces kept
-        self.catch_up: CatchUp | None = None
+        self._traces = traces  # forget blanks what the recall traces kept
+        self._catch_up = catch_up
 
     def _import_flow(self, p: CommandRunParams) -> Flow:
-        if self.catch_up is None:
-            raise InvalidParams("import is not ready yet; try again in a moment")
-        return self.catch_up.import_flow(p)
+        return self._catch_up.import_flow(p)
 
     def _memory_flow(self, p: CommandRunParams) -> Flow:
         deps = self._forget_deps()
@@ -107,7 +106,7 @@ class CommandFlows:
             remove_pending=(lambda ids: delivery.remove_pending(ids, backend))
             if delivery is not None
             else None,
-            forgotten=self.traces.scrub_forgotten if self.traces is not None else None,
+            forgotten=self._traces.scrub_forgotten if self._traces is not None else None,
         )
 
     def _inspector_flow(self, _p: CommandRunParams) -> Flow:

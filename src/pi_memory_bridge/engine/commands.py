@@ -8,12 +8,14 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from pi_memory_bridge.engine.backend_slot import BackendSlot
+from pi_memory_bridge.engine.catch_up import CatchUp
 from pi_memory_bridge.engine.command_flows import CommandFlows
 from pi_memory_bridge.engine.dialogs import FlowRegistry, UnknownFlow
 from pi_memory_bridge.engine.footer import FooterModel
 from pi_memory_bridge.engine.learning import Learning
 from pi_memory_bridge.engine.status import Status
 from pi_memory_bridge.operations.pause import ProjectPause
+from pi_memory_bridge.recall.trace_log import TraceLog
 from pi_memory_bridge.rpc.errors import InvalidParams
 from pi_memory_bridge.wire import CommandAnswerParams, CommandRunParams, CommandStep, Footer
 
@@ -29,11 +31,14 @@ class Commands:
         env: Mapping[str, str],
         pause: ProjectPause,
         learning: Learning,
+        catch_up: CatchUp,
+        traces: TraceLog | None,
     ) -> None:
         self._status_line = status_line
         self._running = FlowRegistry()
-        # the engine hands the flows its late parts (`traces`, `catch_up`) once they are open
-        self.flows = CommandFlows(slot, status, cwd=cwd, env=env, pause=pause, learning=learning)
+        self.flows = CommandFlows(
+            slot, status, cwd=cwd, env=env, pause=pause, learning=learning, catch_up=catch_up, traces=traces
+        )
 
     @property
     def names(self) -> frozenset[str]:

@@ -22,9 +22,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from pi_memory_bridge.backends.base import MemoryBackend
-from pi_memory_bridge.config import LoadedConfig, data_dir
+from pi_memory_bridge.config import LoadedConfig
 from pi_memory_bridge.engine import pause
-from pi_memory_bridge.engine.backend_slot import BackendSlot
 from pi_memory_bridge.engine.capture import Capture
 from pi_memory_bridge.engine.catch_up import CatchUp
 from pi_memory_bridge.engine.footer import FooterModel
@@ -33,10 +32,10 @@ from pi_memory_bridge.engine.notifier import Notifier, Notify
 from pi_memory_bridge.engine.recall import Recall
 from pi_memory_bridge.engine.sessions import Sessions
 from pi_memory_bridge.engine.skills import SkillCapture
+from pi_memory_bridge.engine.store_services import StoreServices
 from pi_memory_bridge.engine.tools import Tools
 from pi_memory_bridge.footer import FooterState
 from pi_memory_bridge.operations.pause import ProjectPause
-from pi_memory_bridge.recall.trace_log import TraceLog, open_trace_log
 from pi_memory_bridge.wire import (
     CommandAnswerParams,
     CommandRunParams,
@@ -57,6 +56,7 @@ from pi_memory_bridge.wire import (
 if TYPE_CHECKING:
     from pi_memory_bridge.engine.commands import Commands
     from pi_memory_bridge.engine.status import Status
+    from pi_memory_bridge.outbox import OutboxCounts
     from pi_memory_bridge.vocabulary.status import StatusReport
 
 log = logging.getLogger(__name__)
@@ -67,53 +67,66 @@ QUIET_START_S = 2.0
 
 
 class Engine:
+    """One Pi's session on a store: built whole from the handshake's result and the store's
+    `StoreServices` (shared with other Pis in the background sidecar, or this engine's own)."""
+
     def __init__(
         self,
         loaded: LoadedConfig,
         agent_dir: Path,
         cwd: Path,
         *,
+        services: StoreServices,
         env: Mapping[str, str],
         notify: Notify | None = None,
         log_file: Path | None = None,
         peer: Peer | None = None,
         has_ui: bool = False,
+        owns_services: bool = False,
     ) -> None:
+        self._services, self._owns_services = services, owns_services
         self._notifier = Notifier(notify)
         self._peer = peer
         self.pause = ProjectPause(agent_dir, cwd)
+        self.slot = slot = services.slot
+        self.traces = services.traces
+        # the footer and learning tell each other about changes: each is named before both exist
+        learning: Learning
+        self.status_line = FooterModel(
+            loaded, slot, self._notifier, paused=self.pause.paused, learning=lambda: learning.working
+        )
         # consolidation in the background; `peer` (the shim) runs its model calls
-        self.learning = Learning(
-            loaded.config.learning, agent_dir=agent_dir, cwd=cwd, has_ui=has_ui, peer=peer, env=env
+        self.learning = learning = Learning(
+            loaded.config.learning,
+            agent_dir=agent_dir,
+            cwd=cwd,
+            has_ui=has_ui,
+            peer=peer,
+            env=env,
+            on_working=self.status_line.tell,
         )
         self._skill_capture = SkillCapture(loaded, agent_dir, self._notifier)
-        self.slot = BackendSlot(
-            loaded,
-            agent_dir,
-            on_open=self._backend_opened,
-            on_outbox_change=lambda counts: self.status_line.outbox_changed(counts),
-            on_backend_change=lambda: self.status_line.tell(),
-        )
-        self.status_line = FooterModel(loaded, self.slot, self._notifier)
         self.sessions = Sessions()
-        self.status_line.paused = self.pause.paused
-        self.status_line.learning = lambda: self.learning.working
-        self.learning.on_working = self.status_line.tell
-        self._recall = Recall(loaded, self.slot, self.status_line)
-        self._capture = Capture(loaded, self.slot, self.sessions, self._skill_capture, self.status_line)
-        self._capture.on_captured = self.learning.turns_settled
-        self._tools = Tools(loaded, self.slot)
-        self._tools.on_saved = self.learning.memory_saved
+        self.catch_up = CatchUp(loaded, agent_dir, cwd, services, self._notice if peer is not None else None)
+        self._recall = Recall(loaded, slot, self.status_line, self.traces)
+        self._capture = Capture(
+            loaded,
+            slot,
+            self.sessions,
+            self._skill_capture,
+            self.status_line,
+            on_failure=self.catch_up.nudge,
+            on_captured=learning.turns_settled,
+        )
+        self._tools = Tools(loaded, slot, on_saved=learning.memory_saved)
         self._loaded, self._cwd, self._env, self._log_file = loaded, cwd, env, log_file
         self._status_built: Status | None = None
         self._commands_built: Commands | None = None
-        self.traces: TraceLog | None = None
-        self.catch_up = CatchUp(loaded, agent_dir, cwd, self.slot, self._notice if peer is not None else None)
-        self._capture.on_failure = self.catch_up.nudge
         self._quiet = asyncio.Event()  # set: the first recall is answered (or nothing waits for it)
         self._attaching: asyncio.Task[None] | None = None
         self._last_session: str | None = None
         self._checking: asyncio.Task[None] | None = None
+        self._store_events = _StoreEvents(self)
 
     @property
     def _status(self) -> Status:
@@ -128,8 +141,8 @@ class Engine:
                 self._capture.stats,
                 self._log_file,
                 self.learning,
+                self.catch_up,
             )
-            self._status_built.catch_up = self.catch_up
         return self._status_built
 
     @property
@@ -145,9 +158,9 @@ class Engine:
                 env=self._env,
                 pause=self.pause,
                 learning=self.learning,
+                catch_up=self.catch_up,
+                traces=self.traces,
             )
-            self._commands_built.flows.catch_up = self.catch_up
-            self._commands_built.flows.traces = self.traces
         return self._commands_built
 
     @classmethod
@@ -162,17 +175,28 @@ class Engine:
         log_file: Path | None = None,
         peer: Peer | None = None,
         has_ui: bool = False,
+        services: StoreServices | None = None,
     ) -> Engine:
-        """The engine with its outbox and backend opened (or their failures recorded)."""
+        """The engine on `services` (the background sidecar's, shared), or on services of its own
+        with their outbox and backend opened (or their failures recorded)."""
+        owns = services is None
+        if services is None:
+            services = await StoreServices.open(loaded, agent_dir)
         engine = cls(
-            loaded, agent_dir, cwd, env=env, notify=notify, log_file=log_file, peer=peer, has_ui=has_ui
+            loaded,
+            agent_dir,
+            cwd,
+            services=services,
+            env=env,
+            notify=notify,
+            log_file=log_file,
+            peer=peer,
+            has_ui=has_ui,
+            owns_services=owns,
         )
-        engine.traces = engine._recall.traces = await open_trace_log(data_dir(agent_dir))
-        if engine._commands_built is not None:
-            engine._commands_built.flows.traces = engine.traces
-        await engine.slot.start()
+        await services.join(engine._store_events)
         engine._notifier.started = True
-        engine.catch_up.start_soon(after=engine._first_recall_answered)  # never delays recall
+        services.start_catch_up(after=engine._first_recall_answered)  # never delays recall
         return engine
 
     async def _first_recall_answered(self) -> None:
@@ -274,13 +298,35 @@ class Engine:
         return report.with_pause(self.pause.project if self.pause.paused() else "")
 
     async def shutdown(self) -> None:
+        """This session ends; the store's services end with it only when they are its own."""
         self._notifier.closing = True
         self._quiet.set()
+        self._services.leave(self._store_events)
         if self._attaching is not None:
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(asyncio.shield(self._attaching), 1.0)
         if self._commands_built is not None:
             await self._commands_built.close()
         await self.catch_up.stop()
-        await self.learning.close()
-        await self.slot.close()
+        if not self._owns_services and self.learning.can_go_on_alone:
+            self._services.adopt_learning(self.learning)  # the store's work now, like its vectors
+        else:
+            await self.learning.close()
+        if self._owns_services:
+            await self._services.close()
+
+
+class _StoreEvents:
+    """What the engine hears from its store (`StoreListener`)."""
+
+    def __init__(self, engine: Engine) -> None:
+        self._engine = engine
+
+    async def backend_opened(self, backend: MemoryBackend) -> None:
+        await self._engine._backend_opened(backend)
+
+    def outbox_changed(self, counts: OutboxCounts) -> None:
+        self._engine.status_line.outbox_changed(counts)
+
+    def backend_changed(self) -> None:
+        self._engine.status_line.tell()

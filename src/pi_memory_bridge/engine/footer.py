@@ -25,15 +25,23 @@ if TYPE_CHECKING:
 
 
 class FooterModel:
-    def __init__(self, loaded: LoadedConfig, slot: BackendSlot, notifier: Notifier) -> None:
+    def __init__(
+        self,
+        loaded: LoadedConfig,
+        slot: BackendSlot,
+        notifier: Notifier,
+        *,
+        paused: Callable[[], bool] = lambda: False,
+        learning: Callable[[], bool] = lambda: False,
+    ) -> None:
         self._loaded = loaded
         self._slot = slot
         self._notifier = notifier
         self._turn: FooterState | None = None
         self._counts: OutboxCounts | None = None
         self._shown: FooterState | None = None
-        self.paused: Callable[[], bool] = lambda: False  # the user paused this project
-        self.learning: Callable[[], bool] = lambda: False  # a consolidation job is running
+        self._paused = paused  # the user paused this project
+        self._learning = learning  # a consolidation job is running
         self.damaged = ""  # the store's file failed its integrity check: what to say
 
     def health(self) -> FooterState:
@@ -41,7 +49,7 @@ class FooterModel:
         off = footer.switched_off(loaded)
         if off is footer.OFF:
             return off
-        if self.paused():
+        if self._paused():
             return footer.PAUSED
         if not loaded.backend_ready:
             return footer.not_configured(loaded)
@@ -61,7 +69,7 @@ class FooterModel:
             return health
         if self._turn is not None:
             return self._turn
-        return footer.LEARNING if self.learning() else health
+        return footer.LEARNING if self._learning() else health
 
     def show(self) -> FooterState:
         """The state to answer with now (the shim will show it)."""

@@ -150,6 +150,7 @@ class Learning:
         has_ui: bool,
         peer: Peer | None,
         env: Mapping[str, str],
+        on_working: Callable[[], None] = lambda: None,
     ) -> None:
         self.settings = settings
         self.agent_dir = agent_dir
@@ -173,7 +174,7 @@ class Learning:
         self._session: str | None = None
         self._projects_recorded: set[str] = set()
         self._running_calls = 0  # completions in flight: the footer says "learning" meanwhile
-        self.on_working: Callable[[], None] = lambda: None  # told when `working` may have changed
+        self._on_working = on_working  # told when `working` may have changed
         self._vectors_changed: Callable[[], None] | None = None
         self._scheduler = JobScheduler(
             self._run, idle_s=float(settings.idle_seconds), every_turns=settings.every_turns
@@ -204,7 +205,7 @@ class Learning:
 
     def _working_changed(self, delta: int) -> None:
         self._running_calls += delta
-        self.on_working()
+        self._on_working()
 
     @property
     def runs(self) -> int:
@@ -214,6 +215,20 @@ class Learning:
     @property
     def active(self) -> bool:
         return self.consent is True and self.memories is not None and self.model is not None
+
+    @property
+    def can_go_on_alone(self) -> bool:
+        """Work is waiting and the model is not the Pi's (a configured endpoint): it can be done
+        after the Pi left (the background sidecar's store keeps it, `StoreServices`)."""
+        work = self._awaited > 0 or self._scheduler.pending
+        return self.active and work and not isinstance(self.model, ShimModel)
+
+    def go_on_alone(self) -> None:
+        """The Pi left: nothing more is said to it, and what waits runs now, not after an idle
+        pause that no turn of that Pi ends any more."""
+        self._peer = None
+        self.has_ui = False
+        self._scheduler.kick()
 
     def session_started(self, memory_session_id: str) -> None:
         self._session = memory_session_id

@@ -34,12 +34,14 @@ def recall_budget(loaded: LoadedConfig) -> RecallBudget:
 
 
 class Recall:
-    def __init__(self, loaded: LoadedConfig, slot: BackendSlot, status_line: FooterModel) -> None:
+    def __init__(
+        self, loaded: LoadedConfig, slot: BackendSlot, status_line: FooterModel, traces: TraceLog | None
+    ) -> None:
         self._loaded = loaded
         self._slot = slot
         self._status_line = status_line
         self.last: RecallOutcome | None = None
-        self.traces: TraceLog | None = None  # each prompt's recall trace, for the inspector
+        self._traces = traces  # each prompt's recall trace, for the inspector
 
     async def answer(self, p: RecallParams) -> RecallResult:
         cfg = self._loaded.config
@@ -75,7 +77,7 @@ class Recall:
             p.prompt,
             budget,
             live_user_timestamps=frozenset(p.live_user_timestamps),
-            recorder=self.traces,
+            recorder=self._traces,
         )
         if outcome.outcome != "skipped":
             self.last = outcome

@@ -55,6 +55,7 @@ class Status:
         capture_stats: CaptureStats,
         log_file: Path | None,
         learning: Learning,
+        catch_up: CatchUp | None,
     ) -> None:
         self._learning = learning
         self._loaded = loaded
@@ -63,7 +64,7 @@ class Status:
         self._recall = recall
         self._capture_stats = capture_stats
         self._log_file = log_file
-        self.catch_up: CatchUp | None = None
+        self.catch_up = catch_up
 
     async def report(self, pi_session_id: str = "") -> StatusReport:
         loaded = self._loaded
@@ -121,10 +122,9 @@ class Status:
         status = await asyncio.to_thread(backend.semantic_status)
         if status is None:
             return "", ""
-        left = None
-        if status.turns is not None and status.atomic is not None:
-            left = (status.turns.total - status.turns.done) + (status.atomic.total - status.atomic.done)
-        words = describe_embeddings(status.state.value, status.reason, left)
+        turns = status.turns.total - status.turns.done if status.turns is not None else None
+        memories = status.atomic.total - status.atomic.done if status.atomic is not None else None
+        words = describe_embeddings(status.state.value, status.reason, turns, memories)
         return status.describe(), words
 
     async def _backend_status(self, problems: list[Problem]) -> tuple[bool, str, dict[str, int]]:

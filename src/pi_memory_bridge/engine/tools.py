@@ -20,10 +20,10 @@ from pi_memory_bridge.wire import ToolCallParams, ToolCallResult
 
 
 class Tools:
-    def __init__(self, loaded: LoadedConfig, slot: BackendSlot) -> None:
+    def __init__(self, loaded: LoadedConfig, slot: BackendSlot, *, on_saved: Callable[[], None]) -> None:
         self._loaded = loaded
         self._slot = slot
-        self.on_saved: Callable[[], None] = lambda: None  # told when the model saved a new memory
+        self._on_saved = on_saved  # told when the model saved a new memory
 
     async def call(self, p: ToolCallParams) -> ToolCallResult:
         backend = await self._slot.ensure(0)
@@ -41,7 +41,7 @@ class Tools:
             elif p.name == "tdai_memory_save":
                 text, details = await memory_save(backend, p.arguments, source="model")
                 if details.get("created"):
-                    self.on_saved()
+                    self._on_saved()
             else:
                 text, details = await self._skill_tool(backend, p)
         except ToolFailure as exc:

@@ -35,6 +35,11 @@ class JobScheduler:
         self.running = False
         self.runs = 0
 
+    @property
+    def pending(self) -> bool:
+        """A run is armed (after an idle pause or a burst of saves), due or going."""
+        return self._timer is not None or self._soon is not None or not self._quiet.is_set()
+
     def turns_arrived(self, count: int) -> None:
         """Turns were captured: run after `idle_s` of quiet, or now if N have piled up."""
         if self._closed or count <= 0:

@@ -110,17 +110,39 @@ def describe_waiting(counts: OutboxCounts | None, pause_reason: str | None) -> s
     return f"{text}; they are on their way."
 
 
-def describe_embeddings(state: str, reason: str, left: int | None) -> str:
-    """Search by meaning in a sentence: `state` is the model's (`ModelState` value), `left` the
-    items still waiting for their vector (None: not counted)."""
+def describe_embeddings(
+    state: str, reason: str, turns_left: int | None, memories_left: int | None = 0
+) -> str:
+    """Search by meaning in a sentence: `state` is the model's in this process (`ModelState`
+    value; "not loaded yet": not loaded here, as in `pi-memory-bridge status`), `turns_left` and
+    `memories_left` the rows still waiting for their vector (None: not counted)."""
+    left = _still_to_embed(turns_left, memories_left)
     if state == "loaded":
         if left:
-            return f"Search by meaning: on; {left} remembered item(s) are still being indexed."
+            return f"Search by meaning: on; {left} (in the background)."
         return "Search by meaning: on; everything remembered is indexed."
     if state == "unavailable":
         why = f" ({reason})" if reason else ""
         return f"Search by meaning: off{why}; memory is searched by its words only."
-    return "Search by meaning: the model is loading; until then memory is searched by its words."
+    if state == "not loaded yet":
+        if left:
+            return (
+                f"Search by meaning: {left}; the background sidecar embeds them while Pi runs and "
+                "after it leaves (until then they are found by their words)."
+            )
+        if turns_left is not None:
+            return "Search by meaning: everything remembered is indexed."
+    tail = f" ({left})" if left else ""
+    return f"Search by meaning: the model is loading{tail}; until then memory is searched by its words."
+
+
+def _still_to_embed(turns: int | None, memories: int | None) -> str:
+    parts = []
+    if turns:
+        parts.append(f"{turns} turn(s)")
+    if memories:
+        parts.append(f"{memories} memory(ies)")
+    return f"{' and '.join(parts)} still to embed" if parts else ""
 
 
 def describe_budget(loaded: LoadedConfig | None) -> str:

@@ -6,14 +6,18 @@ process serving that socket behaves exactly as a sidecar of its own would. Impor
 embedding model are then paid once per daemon instead of once per `pi -p`.
 
 Each connection is one Pi and gets what a per-process sidecar had: its own endpoint and its own
-`Engine` (several sidecar processes already share one data dir, so several engines in one process
-keep those semantics). Its `shutdown` or its EOF (Pi exited or was killed) ends that engine only.
+`Engine`, its session. What belongs to the store (the backend and the embedding of rows without
+a vector, the outbox's delivery, catch-up) is the daemon's, one `StoreServices` per store shared
+by every connection (`engine.store_pool`): a connection's `shutdown` or EOF (Pi exited or was
+killed) ends its engine only, and the store's work goes on.
 
 Exactly one daemon serves a socket: the holder of `<socket>.lock` (flock, released by the kernel
 on any death, so a socket left by a SIGKILLed daemon is simply replaced). A daemon that finds the
 lock taken waits a little for it (the holder may be on its way out) and otherwise leaves. With no
 connection for `PI_MEMORY_BRIDGE_DAEMON_IDLE_S` seconds (default 600) the daemon stops listening,
-removes its socket and exits; SIGTERM/SIGINT stop it at once, bounded by the exit watchdog.
+removes its socket and exits, once the stores' work is done (rows still to embed or to deliver, a
+catch-up pass running), waiting for it at most `PI_MEMORY_BRIDGE_DAEMON_BUSY_S` seconds (default
+600) beyond the idle time; SIGTERM/SIGINT stop it at once, bounded by the exit watchdog.
 """
 
 from __future__ import annotations
@@ -27,12 +31,13 @@ import signal
 import socket
 import sys
 import time
-from collections.abc import Coroutine, Mapping
+from collections.abc import Awaitable, Callable, Coroutine, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from pi_memory_bridge.config import data_dir, default_agent_dir
+from pi_memory_bridge.engine.store_pool import StorePool
 from pi_memory_bridge.runtime_dir import runtime_dir
 from pi_memory_bridge.sidecar.daemon_start import (
     LOCK_WAIT_S,
@@ -69,6 +74,10 @@ __all__ = [
 
 IDLE_VAR = "PI_MEMORY_BRIDGE_DAEMON_IDLE_S"
 DEFAULT_IDLE_S = 600.0
+BUSY_VAR = "PI_MEMORY_BRIDGE_DAEMON_BUSY_S"
+DEFAULT_BUSY_S = 600.0
+BUSY_RECHECK_S = 2.0  # how often an idle daemon with work left looks whether it is done
+STORES_CLOSE_S = EXIT_WATCHDOG_S  # the stores' services at exit (a last catch-up pass, the backend)
 DRAIN_S = 2.0  # a connection's requests in flight at `shutdown`, as the stdio sidecar gives them
 ENGINE_CLOSE_S = EXIT_WATCHDOG_S  # a connection's engine shutdown; the stdio sidecar's watchdog
 
@@ -77,24 +86,37 @@ ENGINE_CLOSE_S = EXIT_WATCHDOG_S  # a connection's engine shutdown; the stdio si
 class DaemonSettings:
     socket_path: Path
     idle_s: float
+    busy_s: float = DEFAULT_BUSY_S  # the longest an idle daemon stays for its stores' work
 
     @classmethod
     def from_env(cls, env: Mapping[str, str]) -> DaemonSettings:
-        raw = env.get(IDLE_VAR, "").strip()
-        try:
-            idle = float(raw) if raw else DEFAULT_IDLE_S
-        except ValueError:
-            idle = DEFAULT_IDLE_S
-        return cls(Path(env[SOCKET_VAR]), max(0.1, idle))
+        idle = _seconds(env, IDLE_VAR, DEFAULT_IDLE_S)
+        busy = _seconds(env, BUSY_VAR, DEFAULT_BUSY_S)
+        return cls(Path(env[SOCKET_VAR]), max(0.1, idle), max(0.0, busy))
+
+
+def _seconds(env: Mapping[str, str], name: str, default: float) -> float:
+    raw = env.get(name, "").strip()
+    try:
+        return float(raw) if raw else default
+    except ValueError:
+        return default
 
 
 class _Connections:
-    """How many Pis are connected; `idle` is set once none was for `idle_s`, `empty` while none is."""
+    """How many Pis are connected; `idle` is set once none was for `idle_s` and `busy()` says the
+    stores have nothing left to do (or `busy_s` more passed), `empty` while none is connected."""
 
-    def __init__(self, idle_s: float) -> None:
+    def __init__(
+        self, idle_s: float, busy: Callable[[], Awaitable[bool]] | None = None, busy_s: float = 0.0
+    ) -> None:
         self._idle_s = idle_s
+        self._busy = busy
+        self._busy_s = busy_s
         self._count = 0
         self._timer: asyncio.TimerHandle | None = None
+        self._checking: asyncio.Task[None] | None = None
+        self._idle_at: float | None = None  # when the idle time ran out with work left
         self.idle = asyncio.Event()
         self.empty = asyncio.Event()
         self.empty.set()
@@ -104,6 +126,7 @@ class _Connections:
         self._count += 1
         self.served += 1
         self.empty.clear()
+        self._idle_at = None
         if self._timer is not None:
             self._timer.cancel()
             self._timer = None
@@ -120,8 +143,34 @@ class _Connections:
 
     def _fire(self) -> None:
         self._timer = None
-        if self._count == 0:
+        if self._count != 0:
+            return
+        if self._busy is None:
             self.idle.set()
+            return
+        loop = asyncio.get_running_loop()
+        if self._idle_at is None:
+            self._idle_at = loop.time()
+        if loop.time() - self._idle_at >= self._busy_s:
+            log.warning("exiting with the stores' work unfinished after %.0f s (the next start resumes it)",
+                        self._busy_s)  # fmt: skip
+            self.idle.set()
+            return
+        self._checking = loop.create_task(self._check())
+
+    async def _check(self) -> None:
+        assert self._busy is not None
+        try:
+            busy = await self._busy()
+        except Exception:  # a failed look is no reason to stay: the next start resumes the work
+            log.exception("cannot tell whether the stores have work left")
+            busy = False
+        if self._count != 0:
+            return
+        if not busy:
+            self.idle.set()
+        elif self._timer is None:
+            self._timer = asyncio.get_running_loop().call_later(BUSY_RECHECK_S, self._fire)
 
 
 async def serve_connection(
@@ -130,11 +179,11 @@ async def serve_connection(
     env: Mapping[str, str],
     log_file: Path | None,
     prelude: Prelude | None = None,
+    pool: StorePool | None = None,
 ) -> None:
     """One Pi: the stdio sidecar's endpoint and engine, ended by its `shutdown` or its EOF (with the
-    `prelude` of `daemon_start` for the first Pi's connection)."""
-    engine = LazyEngine(env)
-    engine.log_file = log_file
+    `prelude` of `daemon_start` for the first Pi's connection), on the daemon's `pool` of stores."""
+    engine = LazyEngine(env, log_file=log_file, pool=pool)
     stop = asyncio.Event()
     rpc = build_endpoint(engine, stop, prelude=prelude)
     serving = asyncio.create_task(rpc.serve(Prefixed(reader, prelude.unread if prelude else b""), writer))
@@ -176,7 +225,15 @@ async def serve_daemon(
     )
     bound = settings.socket_path.stat().st_ino
     stop = asyncio.Event()
-    conns = _Connections(settings.idle_s)
+    pool = StorePool()
+
+    async def busy() -> bool:
+        left = [work for work in await pool.pending() if work.any]
+        if left:
+            log.info("idle, staying for the stores' work: %s", "; ".join(w.describe() for w in left))
+        return bool(left)
+
+    conns = _Connections(settings.idle_s, busy, settings.busy_s)
     handlers: set[asyncio.Task[None]] = set()
 
     async def on_connect(
@@ -187,7 +244,7 @@ async def serve_daemon(
         if task is not None:
             handlers.add(task)
         try:
-            await serve_connection(reader, writer, env, log_file, prelude)
+            await serve_connection(reader, writer, env, log_file, prelude, pool)
         finally:
             if task is not None:
                 handlers.discard(task)
@@ -217,13 +274,17 @@ async def serve_daemon(
     if not stop.is_set():
         await asyncio.sleep(0.05)  # accept what is queued
         await _first(stop.wait(), conns.empty.wait())
-    watchdog = ExitWatchdog(EXIT_WATCHDOG_S)
+    watchdog = ExitWatchdog(EXIT_WATCHDOG_S + STORES_CLOSE_S)
     watchdog.arm()
     server.close()
     for task in list(handlers):
         task.cancel()
     if handlers:
         await asyncio.wait(handlers, timeout=EXIT_WATCHDOG_S - 1)
+    try:
+        await asyncio.wait_for(pool.close(), STORES_CLOSE_S)
+    except TimeoutError:
+        log.warning("the stores did not close within %.0f s; leaving them", STORES_CLOSE_S)
     log.info("background sidecar exiting after %d connection(s)", conns.served)
     return 0
 

@@ -60,6 +60,7 @@ if TYPE_CHECKING:
     from pi_memory_bridge.engine.core import Engine
     from pi_memory_bridge.engine.learning import Peer
     from pi_memory_bridge.engine.notifier import Notify
+    from pi_memory_bridge.engine.store_pool import StorePool
 
 log = logging.getLogger(__name__)
 EXIT_WATCHDOG_S = 5.0
@@ -101,11 +102,15 @@ class ExitWatchdog:
 class LazyEngine:
     """The memory engine behind the endpoint, imported and opened after the handshake."""
 
-    def __init__(self, env: Mapping[str, str]) -> None:
+    def __init__(
+        self, env: Mapping[str, str], *, log_file: Path | None = None, pool: StorePool | None = None
+    ) -> None:
         self.env = env
+        self.log_file = log_file
+        self._pool = pool  # the background sidecar's store-wide services, shared; None: the engine's own
+        # the endpoint's, set by `build_endpoint` (the endpoint is built around this holder)
         self.notify: Notify | None = None
         self.peer: Peer | None = None
-        self.log_file: Path | None = None
         self._task: asyncio.Task[Engine] | None = None
 
     def start(self, hs: Handshake) -> None:
@@ -116,6 +121,7 @@ class LazyEngine:
         try:
             # importing the engine costs ~100 ms: do it off the event loop, after the handshake reply
             module = await asyncio.to_thread(importlib.import_module, "pi_memory_bridge.engine.core")
+            services = await self._pool.get(hs.loaded, hs.agent_dir) if self._pool is not None else None
             engine: Engine = await module.Engine.open(
                 hs.loaded,
                 hs.agent_dir,
@@ -125,6 +131,7 @@ class LazyEngine:
                 log_file=self.log_file,
                 peer=self.peer,
                 has_ui=hs.has_ui,
+                services=services,
             )
         finally:
             # `cli` starts without collections (start-up allocates a lot and frees little): what
@@ -287,10 +294,10 @@ def _adopt(prelude: Prelude, env: Mapping[str, str], begin: Callable[[Handshake]
 
 async def serve_stdio(prelude: Prelude | None = None) -> int:
     env = dict(os.environ)
-    engine = LazyEngine(env)
-    engine.log_file = setup_logging(
+    log_file = setup_logging(
         data_dir(default_agent_dir(env)) / "logs", env.get("PI_MEMORY_BRIDGE_LOG_LEVEL", "info")
     )
+    engine = LazyEngine(env, log_file=log_file)
     stop = asyncio.Event()
     rpc = build_endpoint(engine, stop, prelude=prelude)
     watchdog = ExitWatchdog(EXIT_WATCHDOG_S)

@@ -19,7 +19,8 @@ def _clean(text: str) -> str:
     return cleaned
 
 
-def _semantic(backend: MemoryBackend) -> dict[str, Any] | None:
+def semantic_state(backend: MemoryBackend) -> dict[str, Any] | None:
+    """The state of search by meaning (None for a backend without it), camelCase for JSON."""
     status = backend.semantic_status() if isinstance(backend, SearchesByMeaning) else None
     if status is None:
         return None
@@ -64,4 +65,4 @@ def search_report(
                 "createdAt": h.created_at.isoformat(),
             }
         )
-    return {"query": query, "backend": backend.name, "semantic": _semantic(backend), "results": results}
+    return {"query": query, "backend": backend.name, "semantic": semantic_state(backend), "results": results}

@@ -16,6 +16,8 @@ closes. Given an embedding model handle, L0 and L1 searches rank by meaning and 
 from __future__ import annotations
 
 import asyncio
+import threading
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -30,7 +32,7 @@ from pi_memory_bridge.backends.base import (
 from pi_memory_bridge.backends.local.layers import LocalConversation, LocalMemories, LocalNotes
 from pi_memory_bridge.backends.local.notes import NoteFiles
 from pi_memory_bridge.backends.local.schema import LATEST_VERSION
-from pi_memory_bridge.backends.local.semantic import SemanticIndex, SemanticStatus
+from pi_memory_bridge.backends.local.semantic import EmbedReport, SemanticIndex, SemanticStatus
 from pi_memory_bridge.backends.local.store import DEFAULT_BUSY_TIMEOUT_MS, SqliteMemoryStore
 from pi_memory_bridge.embeddings import ModelHandle, ModelState
 from pi_memory_bridge.private_files import ensure_private_dir
@@ -153,6 +155,14 @@ class LocalBackend:
     def semantic_status(self) -> SemanticStatus | None:
         """The embedding model and vector counts (None: this store searches by keyword only)."""
         return self.semantic.status() if self.semantic is not None else None
+
+    def embed_missing(
+        self, wait_s: float, stop: threading.Event, progress: Callable[[int, int], None]
+    ) -> EmbedReport | None:
+        """Embed every row without a vector now, in this thread (None: no search by meaning)."""
+        if self.semantic is None:
+            return None
+        return self.semantic.embed_missing(wait_s, stop, progress)
 
     def skills(self) -> None:
         return None  # skills are mined and served by a MemoryCore server

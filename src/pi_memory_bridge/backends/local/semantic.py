@@ -89,6 +89,17 @@ class SemanticStatus:
         )
 
 
+@dataclass(frozen=True, slots=True)
+class EmbedReport:
+    """What `embed_missing` did: rows embedded, rows still without a vector, and why ("" when none
+    is left); `elsewhere`: another process (the background sidecar) is embedding them."""
+
+    embedded: int
+    left: int
+    why_left: str = ""
+    elsewhere: bool = False
+
+
 class SemanticIndex:
     def __init__(
         self,
@@ -117,9 +128,11 @@ class SemanticIndex:
         self._preload_lock = threading.Lock()
 
     def start_background(self) -> None:
-        """Load the model, then fill missing vectors, without waiting for either (the sidecar)."""
+        """Load the model, then fill missing vectors, without waiting for either (the sidecar);
+        once started, a look for rows without a vector now (another process stored some)."""
         self.handle.start()
         self.worker.start()
+        self.worker.notify()
         self._start_preload()
 
     def _start_preload(self) -> None:
@@ -144,6 +157,23 @@ class SemanticIndex:
 
     def notify(self) -> None:
         self.worker.notify()
+
+    def embed_missing(
+        self, wait_s: float, stop: threading.Event, progress: Callable[[int, int], None]
+    ) -> EmbedReport:
+        """Every row without a vector embedded now, in this thread (`progress(done, left before)`
+        after each batch), waiting up to `wait_s` for the model."""
+        left = _left(self.status())
+        if not left:
+            return EmbedReport(0, 0)
+        encoder = self.handle.wait(wait_s)
+        if encoder is None:
+            return EmbedReport(0, left, self.handle.reason or "the embedding model did not load in time")
+        done = self.worker.drain_now(encoder, stop, lambda n: progress(n, left))
+        if done is None:
+            return EmbedReport(0, left, "another process is embedding this store", elsewhere=True)
+        after = _left(self.status())
+        return EmbedReport(done, after, "stopped before the end" if after else "")
 
     def close(self) -> None:
         self.worker.stop()
@@ -331,6 +361,14 @@ class SemanticIndex:
         keyed = set(by_public.values())
         candidates += [Candidate(_row_key(rowid), "", cos, None) for rowid, cos in top if rowid not in keyed]
         return fuse(candidates, query, self.l0_params)
+
+
+def _left(status: SemanticStatus) -> int:
+    """Turns and memories without their vector (questions ride with their memory)."""
+    turns, atomic = status.turns, status.atomic
+    if turns is None or atomic is None:
+        return 0
+    return (turns.total - turns.done) + (atomic.total - atomic.done)
 
 
 def _by_public_id(rowids: dict[str, int]) -> dict[str, int]:

@@ -22,7 +22,7 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -129,6 +129,25 @@ class VectorWorker:
             self._stopping.wait(time.perf_counter() - started)
         self.embedded += done
         return done
+
+    def drain_now(
+        self, encoder: UseEncoder, stop: threading.Event, progress: Callable[[int], None]
+    ) -> int | None:
+        """Embed every row without a vector here and now, without resting between batches (a
+        command the user waits for, such as an import); `progress` hears the count after each
+        batch. None: another process holds the store's embedding lock, and embeds them itself."""
+        with _exclusive(self._lock_path) as mine:
+            if not mine:
+                return None
+            done = 0
+            while not stop.is_set():
+                stored = self.step(encoder)
+                if stored is None:
+                    break
+                done += stored
+                progress(done)
+            self.embedded += done
+            return done
 
     def step(self, encoder: UseEncoder) -> int | None:
         """Embed one batch of the most urgent rows without a vector (`PRIORITY`); returns how

@@ -60,6 +60,10 @@ export interface RecallParams {
 	piSessionId: string;
 	prompt: string;
 	liveUserTimestamps: number[];
+	/** Context keys of the items recalled blocks still in this branch's context hold. */
+	inContext: string[];
+	/** Characters of those blocks (the sidecar keeps all of them within recall.branchMaxChars). */
+	inContextChars: number;
 }
 
 export interface RecallResult {
@@ -67,6 +71,8 @@ export interface RecallResult {
 	outcome: string;
 	elapsedMs: number;
 	chars: number;
+	/** Context keys of the items in `block` (kept with it in Pi's session). */
+	keys?: string[];
 	footer: Footer;
 }
 

@@ -23,6 +23,7 @@ sys.path.insert(0, str(HERE.parent / "e2e"))
 from bridge import use_bridge  # noqa: E402
 from harness import FakeModel, PiEnv, RecordedRequest, pi_installs  # noqa: E402
 from prompt_cache import (  # noqa: E402
+    BRIDGE_CONFIG,
     FACTS,
     QUESTIONS,
     request_costs,
@@ -54,7 +55,7 @@ def main() -> None:
             with tempfile.TemporaryDirectory() as tmp, FakeModel() as model:
                 env = PiEnv(install, Path(tmp) / "pi", model.base_url)
                 try:
-                    use_bridge(env, config={"learning": {"enabled": False}})
+                    use_bridge(env, config=BRIDGE_CONFIG)
                     alone = run_session(env, model, memory=False, log_chars=log_chars)
                     seed_earlier_session(env, model)
                     memory = run_session(env, model, memory=True, log_chars=log_chars)

@@ -17,6 +17,10 @@ from dataclasses import dataclass
 from bridge import SHIM, stored_turns
 from harness import FakeModel, PiEnv, RecordedRequest, ScriptedDialogs, TextReply
 
+# Learning off (no consolidation requests); a recall deadline that a first recall on a loaded
+# machine (sidecar start, store open, model load) still meets: this measures cost, not latency.
+BRIDGE_CONFIG = {"learning": {"enabled": False}, "recall": {"deadlineMs": 10_000}}
+
 CACHED_PRICE = 0.1  # per character that repeats the previous request's prefix
 FRESH_PRICE = 1.0  # per character that does not
 

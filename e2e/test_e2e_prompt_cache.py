@@ -11,6 +11,7 @@ from harness import FakeModel, PiEnv
 from pi_memory_bridge.recall.boundary import CLOSE_TAG, OPEN_TAG
 from prompt_cache import (
     AGAIN_TURN,
+    BRIDGE_CONFIG,
     FACTS,
     FIRST_TURN,
     QUESTIONS,
@@ -23,7 +24,7 @@ from prompt_cache import (
 
 
 def test_recall_in_a_long_session_keeps_the_prompt_cache(pi_env: PiEnv, fake_model: FakeModel) -> None:
-    use_bridge(pi_env, config={"learning": {"enabled": False}})
+    use_bridge(pi_env, config=BRIDGE_CONFIG)
     alone = run_session(pi_env, fake_model, memory=False)
     seed_earlier_session(pi_env, fake_model)
     with_memory = run_session(pi_env, fake_model, memory=True)
@@ -40,7 +41,11 @@ def test_recall_in_a_long_session_keeps_the_prompt_cache(pi_env: PiEnv, fake_mod
     assert again not in with_memory[AGAIN_TURN].recalled_block
     assert sum(again in b for b in with_memory[AGAIN_TURN].recalled_blocks) == 1
 
-    # every request repeats the one before it, recalled blocks included
+    # every request repeats the one before it, recalled blocks included; skills are off, so
+    # their tools are not declared, from the first request on
+    assert all(r.tool_names == with_memory[0].tool_names for r in with_memory)
+    assert "tdai_memory_search" in with_memory[0].tool_names
+    assert "tdai_skill_search" not in with_memory[0].tool_names
     for previous, request in itertools.pairwise(with_memory):
         assert request.messages[: len(previous.messages)] == previous.messages
     costs = request_costs(with_memory)

@@ -21,7 +21,7 @@ def _ask(rpc, fake_model: FakeModel, prompt: str) -> str:  # type: ignore[no-unt
 def test_a_branch_gets_a_memory_once_and_again_when_its_block_left(
     pi_env: PiEnv, fake_model: FakeModel
 ) -> None:
-    use_bridge(pi_env, config={"learning": {"enabled": False}})
+    use_bridge(pi_env, config={"learning": {"enabled": False}, "recall": {"deadlineMs": 10_000}})
     pi_env.write_settings({"compaction": {"keepRecentTokens": 1}})  # so a short session compacts
     seed = pi_env.start_rpc(extensions=[SHIM], dialogs=ScriptedDialogs())
     fake_model.script(TextReply("Noted."))

@@ -371,6 +371,20 @@ class Bridge {
 		}
 	}
 
+	/** Tools the sidecar's config has no use for (skills off: the skill tools) leave Pi's active
+	 * set, so no request declares them; once the handshake is known, so before the first request. */
+	private hideUnusedTools(pi: ExtensionAPI): void {
+		const hidden = this.s.sidecar?.initResult?.hiddenTools ?? [];
+		if (hidden.length === 0) return;
+		try {
+			const active = pi.getActiveTools();
+			const keep = active.filter((name) => !hidden.includes(name));
+			if (keep.length !== active.length) pi.setActiveTools(keep);
+		} catch {
+			/* the tool set is Pi's: leave it as it is */
+		}
+	}
+
 	/** A recalled block takes one line in the TUI until the user expands it. */
 	private registerRecallMessage(pi: ExtensionAPI): void {
 		const makeText = this.host.makeText;
@@ -450,6 +464,8 @@ class Bridge {
 			} catch (e) {
 				this.showFooter(failureFooter("recall", e));
 				return undefined;
+			} finally {
+				this.hideUnusedTools(pi); // a recall that ran out of time may still have had its handshake
 			}
 		}));
 

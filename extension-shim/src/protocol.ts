@@ -32,6 +32,8 @@ export interface InitializeResult {
 	config: { ok: boolean; backend: string; enabled: boolean; problems: string[]; sources: string[] };
 	recall: { deadlineMs: number; enabled: boolean };
 	footer: Footer;
+	/** Tools whose feature the config turns off: taken out of Pi's active tools. */
+	hiddenTools?: string[];
 }
 
 export interface EntryRef {

@@ -57,13 +57,18 @@ function fakePi() {
 	const commands = new Map<string, any>();
 	const handlers = new Map<string, Handler>();
 	const renderers = new Map<string, Handler>();
+	let active = ["read", "bash", "tdai_memory_search", "tdai_skill_search", "tdai_skill_read"];
 	const pi = {
+		getActiveTools: () => [...active],
+		setActiveTools: (names: string[]) => {
+			active = [...names];
+		},
 		registerTool: (t: any) => tools.push(t),
 		registerCommand: (name: string, c: any) => commands.set(name, c),
 		registerMessageRenderer: (type: string, r: Handler) => renderers.set(type, r),
 		on: (event: string, h: Handler) => handlers.set(event, h),
 	};
-	return { pi: pi as any, tools, commands, handlers, renderers };
+	return { pi: pi as any, tools, commands, handlers, renderers, active: () => active };
 }
 
 function fakeCtx(
@@ -355,4 +360,15 @@ test("recall is told what the branch's context already holds, and its block draw
 		],
 	});
 	assert.deepEqual(moved.messages.map((m: any) => m.content), ["b1", "p1"]);
+});
+
+test("tools the sidecar's config has no use for leave Pi's active set before the first request", async () => {
+	const answers: Record<string, Answer> = { recall: () => ({ block: null, footer: footer("ready", "memory: ready") }) };
+	const b = bridge(answers);
+	const c = fakeCtx();
+	await b.handlers.get("before_agent_start")!({ prompt: "first", systemPrompt: "SYS" }, c.ctx);
+	assert.deepEqual(b.active(), ["read", "bash", "tdai_memory_search", "tdai_skill_search", "tdai_skill_read"]); // no handshake known
+	(b.made[0] as any).initResult = { hiddenTools: ["tdai_skill_search", "tdai_skill_read"] };
+	await b.handlers.get("before_agent_start")!({ prompt: "second", systemPrompt: "SYS" }, c.ctx);
+	assert.deepEqual(b.active(), ["read", "bash", "tdai_memory_search"]);
 });

@@ -23,6 +23,7 @@ from pi_memory_bridge.sidecar.protocol import (
     RecallLimits,
 )
 from pi_memory_bridge.sidecar.versions import UPGRADE_HINT, version_mismatch
+from pi_memory_bridge.tools.hidden import hidden_tools
 
 log = logging.getLogger(__name__)
 
@@ -67,5 +68,6 @@ def handshake(p: InitializeParams, env: Mapping[str, str]) -> Handshake:
         ),
         recall=RecallLimits(deadline_ms=cfg.recall.deadline_ms, enabled=cfg.enabled and cfg.recall.enabled),
         footer=Footer.of(initial(loaded)),
+        hidden_tools=hidden_tools(skills_enabled=cfg.skills.enabled),
     )
     return Handshake(loaded, agent_dir, Path(p.cwd), result, has_ui=p.has_ui)

@@ -117,6 +117,9 @@ class InitializeResult(WireModel):
     config: ConfigState
     recall: RecallLimits
     footer: Footer
+    # tools whose feature the config turns off: the shim takes them out of Pi's active tools, so
+    # no request declares (and pays for) a tool that could only answer that it is off
+    hidden_tools: list[str] = Field(default_factory=list)
 
 
 # ---- sessions and identity --------------------------------------------------------------------

@@ -131,7 +131,7 @@ def test_a_daemon_sigkilled_mid_turn_is_replaced_and_its_turn_is_caught_up(
     [replacement] = _daemon_pids(runtime_dir)
     assert replacement != daemon
     request = fake_model.requests_containing(after)[-1]
-    assert first in request.system_prompt  # the new daemon recalls what the old one stored
+    assert first in request.recalled_block  # the new daemon recalls what the old one stored
     # live capture died with the daemon; the new one's catch-up stores it, in the background
     # once its first recall is answered (the daemon outlives this Pi, so it may still be at it)
     caught_up = time.monotonic() + 30

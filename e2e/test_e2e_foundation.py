@@ -1,5 +1,6 @@
 """Foundation E2E on real Pi: the shim loads, the sidecar starts, status runs headless, recall
-reaches the end of the system prompt, and every sidecar failure leaves Pi answering on time."""
+reaches the model as a message before the prompt, and every sidecar failure leaves Pi answering
+on time."""
 
 from __future__ import annotations
 
@@ -31,7 +32,7 @@ def test_status_runs_headless_over_rpc(pi_env: PiEnv) -> None:
     assert rpc.close() == 0
 
 
-def test_recalled_block_is_appended_at_the_end_of_the_system_prompt(
+def test_recalled_block_reaches_the_model_as_a_message_right_before_the_prompt(
     pi_env: PiEnv, fake_model: FakeModel
 ) -> None:
     use_bridge(pi_env)
@@ -39,9 +40,11 @@ def test_recalled_block_is_appended_at_the_end_of_the_system_prompt(
     (data_dir(pi_env) / "profile.md").write_text(f"# Profile\n{MARKER}: backend engineer\n", encoding="utf-8")
     run = pi_env.run_print(["tell me about the deploy pipeline"], extensions=[SHIM])
     assert run.returncode == 0, run.stderr
-    system = fake_model.last_request().system_prompt
-    assert MARKER in system
-    assert system.rstrip().endswith("</recalled_memory>")
+    request = fake_model.last_request()
+    assert MARKER not in request.system_prompt  # the system prompt stays Pi's own (its cache holds)
+    assert request.user_texts[-2:] == [request.recalled_block, "tell me about the deploy pipeline"]
+    assert MARKER in request.recalled_block
+    assert request.recalled_block.rstrip().endswith("</recalled_memory>")
 
 
 @pytest.mark.parametrize(

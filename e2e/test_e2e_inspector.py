@@ -179,7 +179,7 @@ def test_the_inspector_in_a_real_browser(pi_env: PiEnv, fake_model: FakeModel, b
     assert "edited" in page.inner_text("ul.report-lines")
     shots.take(page, "report-edit")
     rpc.prompt_and_settle("When is the billing deploy window?")
-    block = _block(fake_model.last_request().system_prompt)
+    block = _block(fake_model.last_request().recalled_block)
     assert EDITED in block and "Tuesday" not in block
 
     # the recall trace of that prompt lists what was given, linked to the memory

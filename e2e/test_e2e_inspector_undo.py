@@ -84,7 +84,7 @@ def _l1_recalled(env: PiEnv, fake: FakeModel) -> str:
     run = env.run_print(["Which database does the project use?"], extensions=[SHIM])
     assert run.returncode == 0, run.stderr
     chat = [r for r in fake.chat_requests if r.consolidation_task is None]
-    system = chat[-1].system_prompt
+    system = chat[-1].recalled_block
     start = system.find("[Facts and preferences (L1)]")
     assert start >= 0, system[-2000:]
     rest = system[start + 1 :]

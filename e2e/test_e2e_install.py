@@ -60,7 +60,7 @@ def _pi(env: PiEnv, *args: str) -> subprocess.CompletedProcess[str]:
 
 
 def _system_prompt_block(fake_model: FakeModel) -> str:
-    system = fake_model.last_request().system_prompt
+    system = fake_model.last_request().recalled_block
     return system[system.find("<recalled_memory") :] if "<recalled_memory" in system else ""
 
 

@@ -51,7 +51,7 @@ def chat_only(fake: FakeModel) -> list[RecordedRequest]:
 
 
 def recalled(fake: FakeModel) -> str:
-    system = chat_only(fake)[-1].system_prompt
+    system = chat_only(fake)[-1].recalled_block
     start = system.find("<recalled_memory")
     return system[start:] if start >= 0 else ""
 

@@ -94,7 +94,7 @@ def test_pause_stops_capture_and_recall_for_that_project_only(pi_env: PiEnv, fak
     rpc.wait_until(lambda: rpc.ui.status("tdai-memory") == "memory: paused for this project", timeout=15)
     fake_model.script(TextReply("ok"))
     rpc.prompt_and_settle("Which port does the billing service use? Also my secret plan is zebra.")
-    assert "<recalled_memory" not in fake_model.last_request().system_prompt  # no recall here
+    assert "<recalled_memory" not in fake_model.last_request().recalled_block  # no recall here
     assert rpc.ui.status("tdai-memory") == "memory: paused for this project"
     assert rpc.close() == 0
     assert len(stored_turns(pi_env)) == 1  # nothing captured while paused
@@ -106,7 +106,7 @@ def test_pause_stops_capture_and_recall_for_that_project_only(pi_env: PiEnv, fak
         fake_model.script(TextReply("8443"))
         other = pi_env.run_print(["Which port does the billing service use?"], extensions=[SHIM])
         assert other.returncode == 0, other.stderr
-        assert "port 8443" in fake_model.last_request().system_prompt  # recalled there
+        assert "port 8443" in fake_model.last_request().recalled_block  # recalled there
         assert len(stored_turns(pi_env)) == 2  # and captured
     finally:
         pi_env.work_dir = project_a
@@ -115,5 +115,5 @@ def test_pause_stops_capture_and_recall_for_that_project_only(pi_env: PiEnv, fak
     assert "on again" in resumed.stderr
     fake_model.script(TextReply("8443"))
     pi_env.run_print(["Which port does the billing service use?"], extensions=[SHIM])
-    assert "port 8443" in fake_model.last_request().system_prompt
+    assert "port 8443" in fake_model.last_request().recalled_block
     assert len(stored_turns(pi_env)) == 3

@@ -62,7 +62,7 @@ def test_a_pi_turn_reaches_memorycore_and_is_recalled_in_a_new_session(
     assert first.returncode == 0, first.stderr
     second = pi_env.run_print([f"When does the {marker} release train leave?"], extensions=[SHIM])
     assert second.returncode == 0, second.stderr
-    system = fake_model.last_request().system_prompt
+    system = fake_model.last_request().recalled_block
     block = system[system.find("<recalled_memory") :] if "<recalled_memory" in system else ""
     assert f"Our release train is called {marker}" in block, system[-2000:]
 
@@ -81,7 +81,7 @@ def test_l2_and_l3_are_recalled_when_present(pi_env: PiEnv, fake_model: FakeMode
     scene_path, persona_line = probe
     stem = scene_path.rsplit("/", 1)[-1].removesuffix(".md").replace("-", " ")
     assert pi_env.run_print([f"What are our {stem} rules?"], extensions=[SHIM]).returncode == 0
-    system = fake_model.last_request().system_prompt
+    system = fake_model.last_request().recalled_block
     block = system[system.find("<recalled_memory") :] if "<recalled_memory" in system else ""
     assert "[Scenario notes (L2)]" in block and scene_path in block, block[:3000]
     assert "[Profile (L3)]" in block and persona_line in block

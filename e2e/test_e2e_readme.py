@@ -75,7 +75,7 @@ def test_readme_setup_and_run_commands_give_pi_with_memory(tmp_path: Path, fake_
                              capture_output=True, text=True, timeout=300, check=False)  # fmt: skip
         assert run.returncode == 0, run.stdout + run.stderr
         assert "You hate them." in run.stdout
-        system = fake_model.last_request().system_prompt
+        system = fake_model.last_request().recalled_block
         assert "<recalled_memory" in system and "I hate magic numbers" in system
     finally:
         env.close()

@@ -153,7 +153,7 @@ def test_a_tool_heavy_task_is_mined_recalled_synced_and_listed(
         extensions=[SHIM],
     )
     assert recall.returncode == 0, recall.stderr
-    system = fake_model.last_request().system_prompt
+    system = fake_model.last_request().recalled_block
     block = system[system.find("<recalled_memory") :] if "<recalled_memory" in system else ""
     skills_part = block[block.find("[Learned skills]") :] if "[Learned skills]" in block else ""
     assert f"{name} id={skill['skill_id']}" in skills_part, system[-3000:]

@@ -87,7 +87,7 @@ def test_no_session_subagents_get_recall_are_not_captured_and_never_wait_past_th
         assert '"type":"agent_end"' in run.stdout.replace(" ", "")  # json mode answered
     for i in range(4):
         request = next(r for r in fake_model.chat_requests if any(f"Task {i}:" in t for t in r.user_texts))
-        assert "make ship-billing" in request.system_prompt, f"subagent {i} got no recall"
+        assert "make ship-billing" in request.recalled_block, f"subagent {i} got no recall"
     assert stored_turns(pi_env) == stored  # none of the four is captured
     # how long each Pi waited on memory: recall, the capture hand-off, shutdown (the shim's own timings)
     waited: dict[int, float] = defaultdict(float)

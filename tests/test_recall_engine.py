@@ -206,3 +206,35 @@ async def test_a_one_megabyte_prompt_is_bounded() -> None:
 
 def test_layer_order_is_stable() -> None:
     assert [str(x) for x in LAYER_ORDER] == ["L3", "L1", "L2", "L0", "Skill"]
+
+
+async def test_items_an_earlier_block_of_the_branch_gave_are_not_given_again() -> None:
+    b = FakeBackend()
+    b.atomic = [mem("Hates magic numbers in Go code", i=1), mem("Prefers table-driven Go tests", i=2)]
+    first = await recall(b, PROMPT, budget())
+    assert len(first.keys) == 2 and "magic numbers" in (first.block or "")
+    b.atomic.append(mem("Go backend uses chi for routing", i=3))
+    second = await recall(b, PROMPT, budget(), in_context=frozenset(first.keys), in_context_chars=first.chars)
+    block = second.block or ""
+    assert "chi for routing" in block
+    assert "magic numbers" not in block and "table-driven" not in block
+    assert len(second.keys) == 1 and not set(second.keys) & set(first.keys)
+
+
+async def test_nothing_new_to_give_is_an_empty_recall() -> None:
+    b = FakeBackend()
+    b.atomic = [mem("Hates magic numbers in Go code", i=1)]
+    first = await recall(b, PROMPT, budget())
+    again = await recall(b, PROMPT, budget(), in_context=frozenset(first.keys), in_context_chars=first.chars)
+    assert again.outcome == "empty" and again.block is None and again.keys == ()
+
+
+async def test_the_branch_budget_bounds_what_a_new_block_may_add() -> None:
+    b = FakeBackend()
+    b.atomic = [mem(f"Go convention number {i}: " + "x" * 300, i=i) for i in range(6)]
+    roomy = await recall(b, PROMPT, budget(max_chars=12000, branch_max_chars=24000))
+    assert roomy.chars > 1500
+    tight = await recall(b, PROMPT, budget(max_chars=12000, branch_max_chars=24000), in_context_chars=23000)
+    assert tight.block is not None and tight.chars <= 1000
+    full = await recall(b, PROMPT, budget(branch_max_chars=24000), in_context_chars=24000)
+    assert full.block is None and full.keys == ()

@@ -3,6 +3,7 @@ the ones the sidecar defines and runs, with the same argument schemas."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import get_args
 
@@ -67,3 +68,16 @@ def test_the_engine_runs_every_command_in_the_table(engine: Engine) -> None:
     assert engine.commands.names == {c.name for c in COMMANDS}
     assert len({c.pi_name for c in COMMANDS}) == len(COMMANDS)
     assert all(c.pi_name.startswith("tdai-memory") for c in COMMANDS)
+
+
+@pytest.mark.parametrize("skills", [False, True])
+def test_the_handshake_names_the_tools_a_config_has_no_use_for(tmp_path: Path, skills: bool) -> None:
+    agent = tmp_path / "agent"
+    (agent / "memory-bridge").mkdir(parents=True)
+    config = {"schemaVersion": 1, "skills": {"enabled": skills}}
+    (agent / "memory-bridge" / "config.json").write_text(json.dumps(config), encoding="utf-8")
+    env = {"HOME": str(tmp_path), "PI_CODING_AGENT_DIR": str(agent)}
+    params = {"protocolVersion": "1.0", "client": {"name": "t", "version": "0"}, "cwd": str(tmp_path)}
+    hidden = handshake(InitializeParams.model_validate(params), env).result.hidden_tools
+    assert set(hidden) <= {t.name for t in tool_table()}  # names of real tools, never stale
+    assert hidden == ([] if skills else ["tdai_skill_search", "tdai_skill_read"])

@@ -124,6 +124,9 @@ def reply_from_dict(spec: Mapping[str, Any]) -> Reply:
 # ---- recorded requests -----------------------------------------------------------------------
 
 
+RECALLED_BLOCK_START = "<recalled_memory"
+
+
 def text_of(content: Any) -> str:
     """Text of an OpenAI message `content`: a string, or a list of parts with `text`."""
     if isinstance(content, str):
@@ -178,6 +181,28 @@ class RecordedRequest:
             if role == "user":
                 out.append(text_of(m.get("content")))
         return out[::-1]
+
+    @property
+    def recalled_blocks(self) -> list[str]:
+        """Every recalled-memory block the request holds (pi-memory-bridge sends each as a user
+        message of its own that stays in the session), oldest first."""
+        return [t for t in self.user_texts if t.startswith(RECALLED_BLOCK_START)]
+
+    @property
+    def recalled_block(self) -> str:
+        """The block recalled for this run's prompt (the message right before the last user
+        prompt, or right after it); "" when this run had none."""
+        users = [
+            (i, text_of(m.get("content"))) for i, m in enumerate(self.messages) if m.get("role") == "user"
+        ]
+        prompts = [i for i, t in users if not t.startswith(RECALLED_BLOCK_START)]
+        if not prompts:
+            return ""
+        last = prompts[-1]
+        for i, t in users:
+            if i in (last - 1, last + 1) and t.startswith(RECALLED_BLOCK_START):
+                return t
+        return ""
 
     @property
     def tool_names(self) -> list[str]:

@@ -1,6 +1,6 @@
 /**
- * Wiring only: Pi events -> sidecar calls with deadlines, results -> Pi (system prompt, footer,
- * dialogs). Every handler is fail-open: on any problem it returns nothing and says why in the footer.
+ * Wiring only: Pi events -> sidecar calls with deadlines, results -> Pi (the recalled block as a
+ * message, footer, dialogs). Every handler is fail-open: on any problem it returns nothing and says why in the footer.
  *
  * Nothing here imports Pi at run time: Pi's own pieces (its text component, its agent dir) and the
  * sidecar factory come in through `BridgeHost`, so tests drive the bridge with a fake Pi and a fake
@@ -38,6 +38,14 @@ import {
 import { RpcClosed, RpcError, RpcTimeout, type RequestOptions } from "./rpc.ts";
 import { settleWithin, Sidecar, type SidecarEvents, type SidecarState } from "./sidecar.ts";
 import { markCaptureSince } from "./since.ts";
+import {
+	RECALL_MESSAGE_TYPE,
+	recallBeforePrompt,
+	recalledInContext,
+	recallMessage,
+	recallSummary,
+	type InContext,
+} from "./recall_message.ts";
 
 const STATUS_KEY = "tdai-memory";
 const DEFAULT_DEADLINE_MS = 3_000;
@@ -138,6 +146,16 @@ function sessionId(ctx: ExtensionContext): string {
 		return ctx.sessionManager.getSessionId() || "unknown";
 	} catch {
 		return "unknown";
+	}
+}
+
+/** The recalled blocks the model still sees in this branch (Pi's own context entries: after a
+ * compaction only what it kept). */
+function inContext(ctx: ExtensionContext): InContext {
+	try {
+		return recalledInContext(ctx.sessionManager.buildContextEntries());
+	} catch {
+		return { keys: [], chars: 0 };
 	}
 }
 
@@ -353,6 +371,29 @@ class Bridge {
 		}
 	}
 
+	/** Tools the sidecar's config has no use for (skills off: the skill tools) leave Pi's active
+	 * set, so no request declares them; once the handshake is known, so before the first request. */
+	private hideUnusedTools(pi: ExtensionAPI): void {
+		const hidden = this.s.sidecar?.initResult?.hiddenTools ?? [];
+		if (hidden.length === 0) return;
+		try {
+			const active = pi.getActiveTools();
+			const keep = active.filter((name) => !hidden.includes(name));
+			if (keep.length !== active.length) pi.setActiveTools(keep);
+		} catch {
+			/* the tool set is Pi's: leave it as it is */
+		}
+	}
+
+	/** A recalled block takes one line in the TUI until the user expands it. */
+	private registerRecallMessage(pi: ExtensionAPI): void {
+		const makeText = this.host.makeText;
+		if (!makeText) return;
+		pi.registerMessageRenderer(RECALL_MESSAGE_TYPE, (message, options) =>
+			makeText(recallSummary(message.content, message.details, options.expanded)),
+		);
+	}
+
 	/** One Pi command per row of the sidecar's table. */
 	private registerCommands(pi: ExtensionAPI): void {
 		for (const row of COMMANDS) {
@@ -370,6 +411,7 @@ class Bridge {
 		// synchronous: Pi lists commands before the sidecar has started
 		this.registerTools(pi);
 		this.registerCommands(pi);
+		this.registerRecallMessage(pi);
 		// the interpreter loads while Pi is still starting; the handshake waits for session_start
 		this.sidecar().prestart();
 		const s = this.s;
@@ -402,20 +444,35 @@ class Bridge {
 			if (typeof prompt !== "string" || !prompt.trim()) return undefined; // 1.x custom-message runs
 			s.runs.set(sessionId(ctx), []);
 			try {
+				const given = inContext(ctx);
 				const result = await this.call(
 					"recall",
-					{ piSessionId: sessionId(ctx), prompt, liveUserTimestamps: liveUserTimestamps(ctx.sessionManager.getBranch()) },
+					{
+						piSessionId: sessionId(ctx),
+						prompt,
+						liveUserTimestamps: liveUserTimestamps(ctx.sessionManager.getBranch()),
+						inContext: given.keys,
+						inContextChars: given.chars,
+					},
 					this.recallDeadline,
 					HOLD,
 				);
 				this.showFooter(result.footer);
-				if (!result.block) return undefined;
-				return { systemPrompt: `${event.systemPrompt}\n\n${result.block}` };
+				// a message Pi keeps, not the system prompt: earlier requests' bytes stay as they were
+				const message = recallMessage(result);
+				return message ? { message } : undefined;
 			} catch (e) {
 				this.showFooter(failureFooter("recall", e));
 				return undefined;
+			} finally {
+				this.hideUnusedTools(pi); // a recall that ran out of time may still have had its handshake
 			}
 		}));
+
+		pi.on("context", (event) => {
+			const messages = recallBeforePrompt(event.messages);
+			return messages ? { messages } : undefined;
+		});
 
 		pi.on("session_before_compact", (_event, ctx) => {
 			s.ctx = ctx;

@@ -32,6 +32,8 @@ export interface InitializeResult {
 	config: { ok: boolean; backend: string; enabled: boolean; problems: string[]; sources: string[] };
 	recall: { deadlineMs: number; enabled: boolean };
 	footer: Footer;
+	/** Tools whose feature the config turns off: taken out of Pi's active tools. */
+	hiddenTools?: string[];
 }
 
 export interface EntryRef {
@@ -60,6 +62,10 @@ export interface RecallParams {
 	piSessionId: string;
 	prompt: string;
 	liveUserTimestamps: number[];
+	/** Context keys of the items recalled blocks still in this branch's context hold. */
+	inContext: string[];
+	/** Characters of those blocks (the sidecar keeps all of them within recall.branchMaxChars). */
+	inContextChars: number;
 }
 
 export interface RecallResult {
@@ -67,6 +73,8 @@ export interface RecallResult {
 	outcome: string;
 	elapsedMs: number;
 	chars: number;
+	/** Context keys of the items in `block` (kept with it in Pi's session). */
+	keys?: string[];
 	footer: Footer;
 }
 

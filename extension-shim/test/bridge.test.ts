@@ -56,15 +56,24 @@ function fakePi() {
 	const tools: any[] = [];
 	const commands = new Map<string, any>();
 	const handlers = new Map<string, Handler>();
+	const renderers = new Map<string, Handler>();
+	let active = ["read", "bash", "tdai_memory_search", "tdai_skill_search", "tdai_skill_read"];
 	const pi = {
+		getActiveTools: () => [...active],
+		setActiveTools: (names: string[]) => {
+			active = [...names];
+		},
 		registerTool: (t: any) => tools.push(t),
 		registerCommand: (name: string, c: any) => commands.set(name, c),
+		registerMessageRenderer: (type: string, r: Handler) => renderers.set(type, r),
 		on: (event: string, h: Handler) => handlers.set(event, h),
 	};
-	return { pi: pi as any, tools, commands, handlers };
+	return { pi: pi as any, tools, commands, handlers, renderers, active: () => active };
 }
 
-function fakeCtx(answers: { select?: string[]; model?: object; auth?: boolean; complete?: () => Promise<unknown> } = {}) {
+function fakeCtx(
+	answers: { select?: string[]; model?: object; auth?: boolean; complete?: () => Promise<unknown>; context?: unknown[] } = {},
+) {
 	const statuses: string[] = [];
 	const notes: string[] = [];
 	const selects: { title: string; options: string[] }[] = [];
@@ -98,6 +107,7 @@ function fakeCtx(answers: { select?: string[]; model?: object; auth?: boolean; c
 			getEntries: () => [],
 			getLeafId: () => null,
 			getBranch: () => [],
+			buildContextEntries: () => answers.context ?? [],
 		},
 		reload: async () => {
 			reloads += 1;
@@ -143,7 +153,7 @@ test("every tool and command of the sidecar's table is registered at once, befor
 test("the footer over a turn, and again after a replacement runtime (/new)", async () => {
 	const answers: Record<string, Answer> = {
 		"session/start": () => ({ memorySessionId: "m", branch: "main" }),
-		recall: () => ({ block: "<recalled_memory>x</recalled_memory>", footer: footer("recalled", "memory: recalled 2", 2) }),
+		recall: () => ({ block: "<recalled_memory>x</recalled_memory>", keys: ["k1", "k2"], footer: footer("recalled", "memory: recalled 2", 2) }),
 		"turn/settled": () => ({ captured: 1, skipped: 0, footer: footer("recalled", "memory: recalled 2", 2) }),
 	};
 	const b = bridge(answers);
@@ -154,7 +164,10 @@ test("the footer over a turn, and again after a replacement runtime (/new)", asy
 	b.made[0]!.state = "ready";
 	b.made[0]!.events.onStatus(footer("ready", "memory: ready"));
 	const out = await b.handlers.get("before_agent_start")!({ prompt: "how do we deploy?", systemPrompt: "SYS" }, one.ctx);
-	assert.equal(out.systemPrompt, "SYS\n\n<recalled_memory>x</recalled_memory>");
+	// a message Pi keeps in the session; the system prompt is left as it is
+	assert.deepEqual(out, {
+		message: { customType: "pi-memory-bridge-recall", content: "<recalled_memory>x</recalled_memory>", display: true, details: { keys: ["k1", "k2"] } },
+	});
 	b.handlers.get("agent_end")!({ messages: [{ role: "user" }] }, one.ctx);
 	b.handlers.get("agent_settled")!({ aborted: false }, one.ctx);
 	await Promise.allSettled([...b.state.captures]);
@@ -316,4 +329,46 @@ test("an editor step gets Pi's editor with the text to start from", async () => 
 	await b.commands.get("tdai-memory").handler("", c.ctx);
 	assert.deepEqual(edited, ["Edit L1:a1|likes tabs"]);
 	assert.deepEqual(c.notes, ["got likes spaces"]);
+});
+
+test("recall is told what the branch's context already holds, and its block draws as one line", async () => {
+	const answers: Record<string, Answer> = {
+		recall: () => ({ block: null, keys: [], footer: footer("ready", "memory: ready") }),
+	};
+	const b = bridge(answers);
+	const context = [
+		{ type: "message", message: { role: "user", timestamp: 1 } },
+		{ type: "custom_message", customType: "pi-memory-bridge-recall", content: "<recalled_memory>ab</recalled_memory>", details: { keys: ["k1", "k2"] } },
+		{ type: "custom_message", customType: "someone-else", content: "zzz", details: { keys: ["other"] } },
+		{ type: "custom_message", customType: "pi-memory-bridge-recall", content: [{ type: "text", text: "12345" }], details: { keys: ["k3"] } },
+	];
+	const c = fakeCtx({ context });
+	const out = await b.handlers.get("before_agent_start")!({ prompt: "and the staging one?", systemPrompt: "SYS" }, c.ctx);
+	assert.equal(out, undefined); // nothing new to recall: nothing added
+	const params = b.made[0]!.calls.find((x) => x.method === "recall")!.params;
+	assert.deepEqual(params.inContext, ["k1", "k2", "k3"]);
+	assert.equal(params.inContextChars, "<recalled_memory>ab</recalled_memory>".length + 5);
+	const render = b.renderers.get("pi-memory-bridge-recall")!;
+	const message = { content: "<recalled_memory>\nline\nline</recalled_memory>", details: { keys: ["k1", "k2"] } };
+	assert.equal(render(message, { expanded: false }).text, `memory: recalled 2 items (${message.content.length} chars, expand to see)`);
+	assert.equal(render(message, { expanded: true }).text, message.content);
+	// the model reads the block before the prompt it was recalled for
+	const moved = b.handlers.get("context")!({
+		messages: [
+			{ role: "user", content: "p1" },
+			{ role: "custom", customType: "pi-memory-bridge-recall", content: "b1" },
+		],
+	});
+	assert.deepEqual(moved.messages.map((m: any) => m.content), ["b1", "p1"]);
+});
+
+test("tools the sidecar's config has no use for leave Pi's active set before the first request", async () => {
+	const answers: Record<string, Answer> = { recall: () => ({ block: null, footer: footer("ready", "memory: ready") }) };
+	const b = bridge(answers);
+	const c = fakeCtx();
+	await b.handlers.get("before_agent_start")!({ prompt: "first", systemPrompt: "SYS" }, c.ctx);
+	assert.deepEqual(b.active(), ["read", "bash", "tdai_memory_search", "tdai_skill_search", "tdai_skill_read"]); // no handshake known
+	(b.made[0] as any).initResult = { hiddenTools: ["tdai_skill_search", "tdai_skill_read"] };
+	await b.handlers.get("before_agent_start")!({ prompt: "second", systemPrompt: "SYS" }, c.ctx);
+	assert.deepEqual(b.active(), ["read", "bash", "tdai_memory_search"]);
 });

@@ -11,7 +11,7 @@ Requests, shim -> sidecar (all but `initialize` need the handshake first):
                                                                   (another major -> error -32003)
   session/start     SessionParams         -> SessionResult        a Pi session (or branch) is active
   session/tree      SessionParams         -> SessionResult        `/tree` moved the leaf
-  recall            RecallParams          -> RecallResult         block for this run's system prompt
+  recall            RecallParams          -> RecallResult         block for this run, sent before its prompt
   turn/settled      TurnSettledParams     -> TurnSettledResult    capture the runs since the prompt
   tool/call         ToolCallParams        -> ToolCallResult       a `tdai_*` tool the model called
   command/run       CommandRunParams      -> CommandStep          a `/tdai-memory-*` command starts
@@ -49,7 +49,7 @@ starts on Yes and cannot start on No). The shim renders; all decisions are made 
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
@@ -117,6 +117,9 @@ class InitializeResult(WireModel):
     config: ConfigState
     recall: RecallLimits
     footer: Footer
+    # tools whose feature the config turns off: the shim takes them out of Pi's active tools, so
+    # no request declares (and pays for) a tool that could only answer that it is off
+    hidden_tools: list[str] = Field(default_factory=list)
 
 
 # ---- sessions and identity --------------------------------------------------------------------
@@ -151,6 +154,10 @@ class RecallParams(WireModel):
     pi_session_id: str = Field(min_length=1, max_length=200)
     prompt: str
     live_user_timestamps: list[int] = Field(default_factory=list)
+    # what earlier recalled blocks still in this branch's context hold (their items' context
+    # keys, as `RecallResult.keys` gave them) and how many characters those blocks take
+    in_context: list[Annotated[str, Field(max_length=64)]] = Field(default_factory=list, max_length=20_000)
+    in_context_chars: int = Field(default=0, ge=0)
 
 
 class LayerReport(WireModel):
@@ -167,6 +174,9 @@ class RecallResult(WireModel):
     layers: list[LayerReport]
     elapsed_ms: float
     chars: int
+    # the context keys of the items in `block`: the shim stores them with the block in Pi's
+    # session and sends back those of the branch's live context as `RecallParams.in_context`
+    keys: list[str] = Field(default_factory=list)
     footer: Footer
 
 

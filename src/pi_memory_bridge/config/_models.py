@@ -78,6 +78,9 @@ class RecallSettings(_Settings):
     l2_limit: Annotated[int, Field(ge=0, le=20)] = 2
     skill_limit: Annotated[int, Field(ge=0, le=20)] = 5
     max_chars: Annotated[int, Field(ge=1000, le=48_000)] = 12_000
+    # a recalled block stays in the conversation (so the provider's prompt cache holds): every
+    # block still in the model's view of a branch, together, stays within this
+    branch_max_chars: Annotated[int, Field(ge=1000, le=400_000)] = 24_000
     skip_trivial_prompts: bool = True
     min_prompt_chars: Annotated[int, Field(ge=0, le=100)] = 2
 

@@ -39,6 +39,7 @@ CHEAPER_DIRECTION: dict[str, _Cheaper] = {
     "l2_limit": "lower",
     "skill_limit": "lower",
     "max_chars": "lower",
+    "branch_max_chars": "lower",
     "skip_trivial_prompts": "higher",
     "min_prompt_chars": "higher",
 }

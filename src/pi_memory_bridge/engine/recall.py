@@ -21,6 +21,7 @@ def recall_budget(loaded: LoadedConfig) -> RecallBudget:
     return RecallBudget(
         deadline_ms=r.deadline_ms,
         max_chars=r.max_chars,
+        branch_max_chars=r.branch_max_chars,
         limits={
             Layer.L3: 1,
             Layer.L1: r.l1_limit,
@@ -77,6 +78,8 @@ class Recall:
             p.prompt,
             budget,
             live_user_timestamps=frozenset(p.live_user_timestamps),
+            in_context=frozenset(p.in_context),
+            in_context_chars=p.in_context_chars,
             recorder=self._traces,
         )
         if outcome.outcome != "skipped":
@@ -92,5 +95,6 @@ class Recall:
             ],
             elapsed_ms=round(outcome.elapsed_ms, 2),
             chars=outcome.chars,
+            keys=list(outcome.keys),
             footer=Footer.of(self._status_line.recalled(outcome.items)),
         )

@@ -6,7 +6,7 @@ import asyncio
 import logging
 import time
 from collections.abc import Callable, Coroutine, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
 from pi_memory_bridge.backends.base import Capability, MemoryBackend
@@ -38,6 +38,9 @@ _FETCHERS: dict[Layer, tuple[Fetch, Capability]] = {
 class RecallBudget:
     deadline_ms: int = 3000
     max_chars: int = 12000
+    # recalled blocks now stay in the conversation: all of them together, in what the model
+    # still sees of this branch, stay within this
+    branch_max_chars: int = 24000
     limits: dict[Layer, int] = field(
         default_factory=lambda: {Layer.L3: 1, Layer.L1: 6, Layer.L2: 2, Layer.L0: 4, Layer.SKILL: 5}
     )
@@ -61,6 +64,8 @@ class RecallOutcome:
     layers: tuple[LayerResult, ...]
     elapsed_ms: float
     chars: int
+    # the context keys of the items the block holds (the shim keeps them beside the block)
+    keys: tuple[str, ...] = ()
 
     @property
     def items(self) -> int:
@@ -90,8 +95,13 @@ async def recall(
     budget: RecallBudget,
     *,
     live_user_timestamps: frozenset[int] = frozenset(),
+    in_context: frozenset[str] = frozenset(),
+    in_context_chars: int = 0,
     recorder: TraceRecorder | None = None,
 ) -> RecallOutcome:
+    """`in_context`: context keys of items an earlier block of this branch gave the model, and
+    `in_context_chars` those blocks' size; such items are not given again, and the new block
+    fits in what `branch_max_chars` leaves."""
     started = time.perf_counter()
     if budget.skip_trivial and is_trivial_prompt(prompt, budget.min_prompt_chars):
         skipped_outcome = RecallOutcome("skipped", None, (), 0.0, 0)
@@ -133,7 +143,9 @@ async def recall(
             continue
         items[layer] = task.result()
         results[layer] = LayerResult(layer, "ok" if items[layer] else "empty", len(items[layer]), ms)
-    rendered = render_block_detailed(items, budget.max_chars)
+    items, already_given = _drop_in_context(items, in_context)
+    max_chars = max(0, min(budget.max_chars, budget.branch_max_chars - in_context_chars))
+    rendered = render_block_detailed(items, max_chars)
     block, counts = rendered.block, rendered.counts
     final = tuple(
         LayerResult(r.layer, r.state, counts.get(r.layer, 0), r.ms, r.error) if r.state == "ok" else r
@@ -146,11 +158,26 @@ async def recall(
     else:
         outcome = "unavailable" if troubled else "empty"
     elapsed = (time.perf_counter() - started) * 1000
-    result = RecallOutcome(outcome, block, final, elapsed, len(block or ""))
+    keys = tuple(f.item.context_key for f in rendered.fates if f.fate in ("injected", "truncated"))
+    result = RecallOutcome(outcome, block, final, elapsed, len(block or ""), keys if block else ())
     if recorder is not None:
         live = [i for q in queries for i in q.live_skipped]
-        recorder.record(_trace(prompt, budget, result, rendered.fates, live))
+        given_budget = replace(budget, max_chars=max_chars)
+        recorder.record(_trace(prompt, given_budget, result, rendered.fates, live, already_given))
     return result
+
+
+def _drop_in_context(
+    items: dict[Layer, list[RecallItem]], in_context: frozenset[str]
+) -> tuple[dict[Layer, list[RecallItem]], list[RecallItem]]:
+    if not in_context:
+        return items, []
+    kept: dict[Layer, list[RecallItem]] = {}
+    dropped: list[RecallItem] = []
+    for layer, found in items.items():
+        kept[layer] = [i for i in found if i.context_key not in in_context]
+        dropped += [i for i in found if i.context_key in in_context]
+    return kept, dropped
 
 
 def _trace(
@@ -159,6 +186,7 @@ def _trace(
     outcome: RecallOutcome,
     fates: Sequence[ItemFate],
     live_skipped: Sequence[RecallItem],
+    already_given: Sequence[RecallItem] = (),
 ) -> RecallTrace:
     return build_trace(
         prompt=prompt,
@@ -173,4 +201,5 @@ def _trace(
         ],
         fates=fates,
         live_skipped=live_skipped,
+        already_given=already_given,
     )

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import enum
 import functools
+import hashlib
 import re
 import unicodedata
 from dataclasses import dataclass
@@ -51,6 +52,13 @@ class RecallItem:
     score: float | None = None  # the backend's ranking score, when it gives one
     plain: str = ""  # redacted, not escaped: what a person reads in the trace
 
+    @property
+    def context_key(self) -> str:
+        """A short digest of the dedupe key: what the shim keeps in Pi's session beside an injected
+        block, so a later recall in the same branch knows this item is already in the context
+        (a digest, not the text: the key would repeat the memory a second time)."""
+        return context_key(self.dedupe_key)
+
     def render(self) -> str:
         """`- [label] first line`, continuation lines indented, so no item can forge a header."""
         lines = self.body.split("\n")
@@ -63,6 +71,10 @@ _NON_WORD = re.compile(r"[\W_]+", re.UNICODE)
 
 def dedupe_key(text: str) -> str:
     return _NON_WORD.sub(" ", unicodedata.normalize("NFKC", text).casefold()).strip()
+
+
+def context_key(key: str) -> str:
+    return hashlib.blake2b(key.encode("utf-8", "surrogatepass"), digest_size=8).hexdigest()
 
 
 @functools.lru_cache(maxsize=_CACHED_TEXTS)

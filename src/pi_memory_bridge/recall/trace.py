@@ -109,9 +109,11 @@ def build_trace(
     layers: Iterable[TraceLayer],
     fates: Sequence[ItemFate],
     live_skipped: Iterable[RecallItem] = (),
+    already_given: Iterable[RecallItem] = (),
 ) -> RecallTrace:
     items = [_item(f.item, f.fate, f.detail) for f in fates]
     items += [_item(i, "live_context", "this turn is already in the conversation") for i in live_skipped]
+    items += [_item(i, "live_context", "an earlier recall in this branch gave it") for i in already_given]
     order = {"injected": 0, "truncated": 1, "duplicate": 2, "budget": 3, "live_context": 4}
     items.sort(key=lambda i: order[i.fate])
     return RecallTrace(

@@ -16,6 +16,7 @@ from pi_memory_bridge.config import LoadedConfig, default_agent_dir, load_config
 from pi_memory_bridge.footer import initial
 from pi_memory_bridge.rpc.errors import ProtocolVersionMismatch
 from pi_memory_bridge.sidecar.versions import UPGRADE_HINT, version_mismatch
+from pi_memory_bridge.tools.hidden import hidden_tools
 from pi_memory_bridge.wire import (
     ConfigState,
     Footer,
@@ -67,5 +68,6 @@ def handshake(p: InitializeParams, env: Mapping[str, str]) -> Handshake:
         ),
         recall=RecallLimits(deadline_ms=cfg.recall.deadline_ms, enabled=cfg.enabled and cfg.recall.enabled),
         footer=Footer.of(initial(loaded)),
+        hidden_tools=hidden_tools(skills_enabled=cfg.skills.enabled),
     )
     return Handshake(loaded, agent_dir, Path(p.cwd), result, has_ui=p.has_ui)

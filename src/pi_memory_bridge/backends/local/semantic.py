@@ -201,7 +201,13 @@ class SemanticIndex:
             return search
         return self._executor.submit(contextvars.copy_context().run, search).result
 
-    def search_atomic(self, query: str, limit: int, type: str | None) -> list[AtomicMemory] | None:
+    def search_atomic(
+        self, query: str, limit: int, type: str | None, meaning: str | None = None
+    ) -> list[AtomicMemory] | None:
+        """`query` for the keywords, `meaning` (default: `query`) for the vector and the
+        identifier gate: a long prompt's question without its paste's identifiers, which weigh
+        as keywords only (an identifier the paste names is evidence; ranked before the answer
+        to the question, it would push that answer out: bench/bench_long_prompts.py)."""
         until = _cut_off()
         keyword_search = self._keyword_beside(
             partial(
@@ -213,7 +219,7 @@ class SemanticIndex:
                 weigh=self.l1_params.min_coverage > 0,
             )
         )
-        vector = self._query_vector(query, until)
+        vector = self._query_vector(meaning or query, until)
         if vector is None:
             return None
         dense = self._dense_beside(self.atomic, vector, until)
@@ -223,7 +229,9 @@ class SemanticIndex:
         if top is None:
             return None
         ranked = fuse(
-            self._atomic_candidates(vector, query, top, question_top, keyword), query, self.l1_params
+            self._atomic_candidates(vector, query, top, question_top, keyword),
+            meaning or query,
+            self.l1_params,
         )
         known = {k.hit.id: k.hit for k in keyword}
         # the type and "still holds" filters apply to the rows read back (a superseded memory
@@ -273,7 +281,9 @@ class SemanticIndex:
         candidates += [Candidate(_row_key(r), "", cosine(r), None) for r in rows if r not in keyed]
         return candidates
 
-    def search_conversation(self, query: str, limit: int) -> list[ConversationHit] | None:
+    def search_conversation(
+        self, query: str, limit: int, meaning: str | None = None
+    ) -> list[ConversationHit] | None:
         until = _cut_off()
         keyword_search = self._keyword_beside(
             partial(
@@ -284,12 +294,12 @@ class SemanticIndex:
                 weigh=self.l0_params.min_coverage > 0,
             )
         )
-        vector = self._query_vector(query, until)
+        vector = self._query_vector(meaning or query, until)
         if vector is None:
             return None
         dense = self._dense_beside(self.turns, vector, until)
         keyword = keyword_search()
-        ranked = self._rank_turns(dense.result(), vector, query, keyword)
+        ranked = self._rank_turns(dense.result(), vector, meaning or query, keyword)
         if ranked is None:
             return None
         ranked = ranked[:limit]

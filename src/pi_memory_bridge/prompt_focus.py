@@ -37,6 +37,7 @@ __all__ = [
     "FocusedPrompt",
     "clip_prompt",
     "focus_prompt",
+    "is_prose_line",
 ]
 
 # Up to this many characters a prompt is its own question: a question with a line of context
@@ -117,6 +118,11 @@ def clip_prompt(prompt: str) -> str:
     if len(text) <= MAX_PROMPT_CHARS:
         return text
     return text[:_HEAD_CHARS] + "\n" + text[-(MAX_PROMPT_CHARS - _HEAD_CHARS) :]
+
+
+def is_prose_line(line: str) -> bool:
+    """Whether a line reads as a sentence a person wrote, not as pasted machine text."""
+    return _is_prose(line)
 
 
 def _is_prose(line: str) -> bool:

@@ -36,13 +36,17 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-VECTOR_SCHEMA = "2"  # 2: question vectors
+from pi_memory_bridge.backends.local.text_pieces import turn_pieces
+
+VECTOR_SCHEMA = "3"  # 2: question vectors; 3: a turn's vectors per piece (text_pieces)
 STORED_DTYPE = np.float16
 # Up to this many rows a search is one exact matrix-vector product (~2 ms at 20k rows).
 EXACT_ROWS = 20_000
 # Rows the sign-code step hands to the exact step (see the module docstring).
 RERANK_ROWS = 2048
 _CODE_BITS = 64
+# A search over pieces first takes this many times the rows it returns, then one per row.
+PIECE_FANOUT = 4
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,15 +54,19 @@ class VectorSpec:
     content_table: str
     vector_table: str
     text_columns: tuple[str, ...]  # what is embedded, joined by newlines
+    # several vectors a row, one per piece of its text (`text_pieces.turn_pieces`); a search
+    # ranks the row by its best piece
+    pieces: bool = False
 
     def ddl(self) -> list[str]:
         t, v = self.content_table, self.vector_table
         cols = ", ".join(self.text_columns)
+        piece = ", piece INTEGER NOT NULL DEFAULT 0" if self.pieces else ""
         return [
             f"CREATE TABLE IF NOT EXISTS {v} (seq INTEGER PRIMARY KEY AUTOINCREMENT, "
-            "row_id INTEGER NOT NULL, vec BLOB NOT NULL)",
+            f"row_id INTEGER NOT NULL{piece}, vec BLOB NOT NULL)",
             # small beside the table (no blobs): counts, reconciles and lookups walk this
-            f"CREATE UNIQUE INDEX IF NOT EXISTS {v}_by_row ON {v}(row_id)",
+            f"CREATE UNIQUE INDEX IF NOT EXISTS {v}_by_row ON {v}(row_id{', piece' if self.pieces else ''})",
             f"CREATE TRIGGER IF NOT EXISTS {t}_vector_delete AFTER DELETE ON {t} BEGIN "
             f"DELETE FROM {v} WHERE row_id = old.id; END",
             f"CREATE TRIGGER IF NOT EXISTS {t}_vector_stale AFTER UPDATE OF {cols} ON {t} BEGIN "
@@ -68,7 +76,7 @@ class VectorSpec:
         ]
 
 
-TURN_VECTORS = VectorSpec("turns", "turn_vectors", ("user_text", "assistant_text"))
+TURN_VECTORS = VectorSpec("turns", "turn_vectors", ("user_text", "assistant_text"), pieces=True)
 ATOMIC_VECTORS = VectorSpec("atomic", "atomic_vectors", ("content", "tags"))
 # extra vectors of an L1 memory: the questions it answers (question_schema), one vector each
 QUESTION_VECTORS = VectorSpec("atomic_questions", "atomic_question_vectors", ("text",))
@@ -96,6 +104,11 @@ def ensure_schema(conn: sqlite3.Connection, model_id: str) -> None:
     conn.execute("BEGIN IMMEDIATE")
     try:
         for spec in SPECS:
+            existing = _columns(conn, spec.vector_table)
+            if spec.pieces and existing and "piece" not in existing:
+                # one vector a turn (schema 2): derived data, computed again in pieces
+                conn.execute(f"DROP TABLE {spec.vector_table}")
+                _bump_generation(conn)
             for statement in spec.ddl():
                 conn.execute(statement)
         if _meta(conn, "vector_generation") is None:
@@ -112,6 +125,16 @@ def ensure_schema(conn: sqlite3.Connection, model_id: str) -> None:
         raise
 
 
+def _columns(conn: sqlite3.Connection, table: str) -> set[str]:
+    return {str(r[1]) for r in conn.execute(f"PRAGMA table_info({table})")}
+
+
+def _bump_generation(conn: sqlite3.Connection) -> None:
+    # a search's matrix drops what is gone before it ranks again (`VectorMatrix.refresh`)
+    if _meta(conn, "vector_generation") is not None:
+        conn.execute("UPDATE meta SET value = CAST(value AS INTEGER) + 1 WHERE key = 'vector_generation'")
+
+
 @dataclass(frozen=True, slots=True)
 class PendingRow:
     row_id: int
@@ -120,6 +143,14 @@ class PendingRow:
     @property
     def text(self) -> str:
         return "\n".join(t.strip() for t in self.texts if t.strip())
+
+
+def piece_texts(spec: VectorSpec, row: PendingRow) -> list[str]:
+    """What is embedded for the row: one text, or (`spec.pieces`) its pieces in order."""
+    if not spec.pieces:
+        return [row.text]
+    user, assistant = row.texts
+    return turn_pieces(user, assistant)
 
 
 def pending(conn: sqlite3.Connection, spec: VectorSpec, limit: int, above: int = 0) -> list[PendingRow]:
@@ -136,19 +167,35 @@ def pending(conn: sqlite3.Connection, spec: VectorSpec, limit: int, above: int =
 def store_vectors(
     conn: sqlite3.Connection, spec: VectorSpec, rows: Sequence[PendingRow], vectors: npt.NDArray[np.float32]
 ) -> int:
-    """Insert the vectors of rows whose text is still what was embedded; returns how many.
+    """Insert the vectors of rows whose text is still what was embedded; returns how many rows
+    got theirs. `vectors` holds one row per text of `piece_texts`, the rows' in order.
 
     Inside the caller's write transaction. A row deleted or edited since it was read gets no
     vector: a forgotten memory must not leave one behind, an edited one gets a fresh one later."""
     same_text = " AND ".join(f"{c} = ?" for c in spec.text_columns)
+    counts = [len(piece_texts(spec, row)) for row in rows]
+    if sum(counts) != len(vectors):
+        raise ValueError(f"{len(vectors)} vectors for {sum(counts)} pieces")
+    piece_col, piece_mark = (", piece", ", ?") if spec.pieces else ("", "")
     stored = 0
-    for row, vector in zip(rows, vectors, strict=True):
-        cursor = conn.execute(
-            f"INSERT OR IGNORE INTO {spec.vector_table}(row_id, vec) SELECT ?, ? "
-            f"WHERE EXISTS (SELECT 1 FROM {spec.content_table} WHERE id = ? AND {same_text})",
-            (row.row_id, vector.astype(STORED_DTYPE).tobytes(), row.row_id, *row.texts),
-        )
-        stored += cursor.rowcount
+    at = 0
+    for row, n in zip(rows, counts, strict=True):
+        inserted = 0
+        for piece in range(n):
+            cursor = conn.execute(
+                f"INSERT OR IGNORE INTO {spec.vector_table}(row_id{piece_col}, vec) SELECT ?{piece_mark}, ? "
+                f"WHERE EXISTS (SELECT 1 FROM {spec.content_table} WHERE id = ? AND {same_text})",
+                (
+                    row.row_id,
+                    *((piece,) if spec.pieces else ()),
+                    vectors[at + piece].astype(STORED_DTYPE).tobytes(),
+                    row.row_id,
+                    *row.texts,
+                ),
+            )
+            inserted += cursor.rowcount
+        at += n
+        stored += inserted > 0
     return stored
 
 
@@ -160,7 +207,8 @@ class VectorCounts:
 
 def counts(conn: sqlite3.Connection, spec: VectorSpec) -> VectorCounts:
     v = spec.vector_table
-    done = conn.execute(f"SELECT count(*) FROM {v} INDEXED BY {v}_by_row").fetchone()[0]
+    what = "DISTINCT row_id" if spec.pieces else "*"
+    done = conn.execute(f"SELECT count({what}) FROM {v} INDEXED BY {v}_by_row").fetchone()[0]
     total = conn.execute(f"SELECT count(*) FROM {spec.content_table}").fetchone()[0]
     return VectorCounts(done=int(done), total=int(total))
 
@@ -303,7 +351,8 @@ class VectorMatrix:
         return found
 
     def search(self, query: npt.NDArray[np.float32], k: int) -> list[tuple[int, float]]:
-        """The k row ids most similar to `query` (a unit vector), best first, with cosines."""
+        """The k row ids most similar to `query` (a unit vector), best first, with cosines (a
+        row with several vectors, `spec.pieces`: by its best one)."""
         with self._lock:
             n = self._size
             if n == 0 or k <= 0:
@@ -316,25 +365,36 @@ class VectorMatrix:
                 scores = np.take(self._matrix, rows, axis=0) @ query
                 positions = rows
             m = scores.size
-            top = np.argpartition(-scores, k - 1)[:k] if k < m else np.arange(m)
-            order = top[np.argsort(-scores[top], kind="stable")]
-            return [(int(self._ids[positions[i]]), float(scores[i])) for i in order]
+            # a row's pieces may take several of the best places: look further until k rows
+            wanted = k * PIECE_FANOUT if self.spec.pieces else k
+            while True:
+                top = np.argpartition(-scores, wanted - 1)[:wanted] if wanted < m else np.arange(m)
+                order = top[np.argsort(-scores[top], kind="stable")]
+                best: dict[int, float] = {}
+                for i in order:
+                    best.setdefault(int(self._ids[positions[i]]), float(scores[i]))
+                if len(best) >= k or wanted >= m:
+                    return list(best.items())[:k]
+                wanted *= 4
 
     def _positions(self, row_ids: Sequence[int]) -> npt.NDArray[np.int64]:
-        """Matrix positions of the given row ids that have a vector (under the lock)."""
+        """Matrix positions of every vector of the given row ids (under the lock)."""
         n = self._size
         if self._sorted is None:
             order = np.argsort(self._ids[:n], kind="stable")
             self._sorted = (order, self._ids[:n][order])
         order, ids = self._sorted
         wanted = np.asarray(row_ids, dtype=np.int64)
-        at = np.minimum(np.searchsorted(ids, wanted), max(n - 1, 0))
-        present = ids[at] == wanted
-        found: npt.NDArray[np.int64] = order[at[present]]
-        return found
+        first = np.searchsorted(ids, wanted, side="left")
+        last = np.searchsorted(ids, wanted, side="right")
+        if not self.spec.pieces:  # one vector a row: at most one position each
+            found: npt.NDArray[np.int64] = order[first[last > first]]
+            return found
+        spans = [order[a:b] for a, b in zip(first, last, strict=True) if b > a]
+        return np.concatenate(spans) if spans else np.zeros(0, dtype=np.int64)
 
     def similarities(self, query: npt.NDArray[np.float32], row_ids: Sequence[int]) -> dict[int, float]:
-        """Cosines of the given rows that have a vector."""
+        """Cosines of the given rows that have a vector (a row with several: its best)."""
         if not row_ids:
             return {}
         with self._lock:
@@ -344,4 +404,9 @@ class VectorMatrix:
             if positions.size == 0:
                 return {}
             scores = np.take(self._matrix, positions, axis=0) @ query
-            return {int(self._ids[p]): float(s) for p, s in zip(positions, scores, strict=True)}
+            best: dict[int, float] = {}
+            for p, score in zip(positions, scores, strict=True):
+                row, value = int(self._ids[p]), float(score)
+                if value > best.get(row, -2.0):
+                    best[row] = value
+            return best

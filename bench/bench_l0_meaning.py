@@ -26,6 +26,7 @@ import re
 import sys
 import tempfile
 from collections.abc import Sequence
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -36,6 +37,7 @@ from pi_memory_bridge.backends.base import ConversationTurn
 from pi_memory_bridge.backends.local import LocalBackend
 from pi_memory_bridge.embeddings import ModelHandle, load_use
 from pi_memory_bridge.embeddings.cache_dir import default_cache_root
+from pi_memory_bridge.embeddings.fusion import L0_PARAMS
 
 _CJK = re.compile(r"[\u4e00-\u9fff]")
 REPLIES_EN = (
@@ -93,7 +95,11 @@ async def score(backend: LocalBackend, cases: Sequence[dict[str, Any]]) -> dict[
 async def main(argv: Sequence[str]) -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--split", choices=("dev", "test", "all"), default="all")
+    ap.add_argument("--piece-weights", default="", help="L0 piece weights to score (default: as set)")
     a = ap.parse_args(argv)
+    weights = [float(w) for w in a.piece_weights.split(",") if w.strip()] or [
+        getattr(L0_PARAMS, "piece_weight", 0.0)
+    ]
     handle = ModelHandle(lambda: load_use(default_cache_root(os.environ)))
     encoder = handle.wait(600)
     assert encoder is not None, handle.describe()
@@ -108,10 +114,16 @@ async def main(argv: Sequence[str]) -> None:
             with backend.store.reading("counting vectors") as conn:
                 vectors = conn.execute("SELECT count(*) FROM turn_vectors").fetchone()[0]
                 turns = conn.execute("SELECT count(*) FROM turns").fetchone()[0]
-            figures = await score(backend, cases)
             print(f"  {'long turns' if long else 'turns'} ({turns} turns, {vectors} vectors)")
-            for name, (share, n) in figures.items():
-                print(f"    {name:<22} {share:.2f}  (n={n})")
+            for weight in weights:
+                if hasattr(L0_PARAMS, "piece_weight"):
+                    backend.semantic.l0_params = replace(L0_PARAMS, piece_weight=weight)
+                figures = await score(backend, cases)
+                print(f"   piece weight {weight}" if len(weights) > 1 else "", end="")
+                print(
+                    "".join(f"\n    {name:<22} {share:.2f}  (n={n})" for name, (share, n) in figures.items())
+                )
+            backend.semantic.l0_params = L0_PARAMS
             await backend.close()
         keyword_set = mq.KeywordSet(Path(tmp) / "keyword-set", handle)
         kw4, hy4 = await keyword_set.recall_at_4()

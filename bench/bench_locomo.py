@@ -43,7 +43,7 @@ import time
 import uuid
 from collections import defaultdict
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -52,6 +52,7 @@ from pi_memory_bridge.backends.local import LocalBackend
 from pi_memory_bridge.config import data_dir
 from pi_memory_bridge.embeddings import ModelHandle, load_use
 from pi_memory_bridge.embeddings.cache_dir import default_cache_root
+from pi_memory_bridge.embeddings.fusion import L0_PARAMS
 
 ROOT = Path(__file__).resolve().parent.parent
 CLI = ROOT / ".venv" / "bin" / "pi-memory-bridge"
@@ -196,6 +197,12 @@ class Scored:
             self.by_category[c].extend(hits)
 
 
+def _params(variant: str) -> dict[str, float]:
+    """'piece_weight=0.5,min_score=0.2' as FusionParams fields."""
+    pairs = (item.split("=", 1) for item in variant.split(",") if item.strip())
+    return {key.strip(): float(value) for key, value in pairs}
+
+
 def _turn_ids_of(payload: str) -> list[str]:
     data = json.loads(payload)
     items = data.get("items", data.get("results", []))
@@ -203,8 +210,8 @@ def _turn_ids_of(payload: str) -> list[str]:
 
 
 async def score_conversation(
-    conv: Conversation, handle: ModelHandle, cli_check: int
-) -> tuple[Scored, dict[str, float], list[str]]:
+    conv: Conversation, handle: ModelHandle, cli_check: int, variants: Sequence[str] = ()
+) -> tuple[Scored, dict[str, float], list[str], dict[str, Scored]]:
     notes: list[str] = []
     with tempfile.TemporaryDirectory(prefix=f"locomo-{conv.sample_id}-") as tmp:
         home = Path(tmp)
@@ -250,10 +257,21 @@ async def score_conversation(
                         notes.append(f"cli differs on {question!r}: {out.stdout[:300]} {out.stderr[:200]}")
         if cli_check:
             notes.append(f"search --json checked on {checked} questions: {differ} differ")
+        swept: dict[str, Scored] = {}
+        for variant in variants:  # the same store, L0's fusion parameters changed (fusion.L0_PARAMS)
+            backend.semantic.l0_params = replace(L0_PARAMS, **_params(variant))
+            swept[variant] = Scored()
+            for q in conv.questions:
+                evidence = [conv.utterances[e] for e in q.get("evidence", []) if e in conv.utterances]
+                if evidence:
+                    hits = await backend.conversation.search(str(q["question"]), TOP)
+                    texts = [f"{h.user_text}\n{h.assistant_text}" for h in hits[:TOP]]
+                    swept[variant].add(int(q["category"]), any(e in t for e in evidence for t in texts))
+        backend.semantic.l0_params = L0_PARAMS
         search_s.sort()
         timings["search_p50_ms"] = 1000 * search_s[len(search_s) // 2] if search_s else 0.0
         await backend.close()
-    return scored, timings, notes
+    return scored, timings, notes, swept
 
 
 async def main(argv: Sequence[str]) -> None:
@@ -262,6 +280,11 @@ async def main(argv: Sequence[str]) -> None:
     ap.add_argument("--conversations", default=",".join(DEVELOPMENT))
     ap.add_argument("--held-out", action="store_true", help="score conv-26 and conv-30 (only them)")
     ap.add_argument("--cli-check", type=int, default=0, help="also run N questions through `search --json`")
+    ap.add_argument(
+        "--l0-variants",
+        default="",
+        help="also score L0 fusion parameters, e.g. 'piece_weight=0;min_score=0.2,keyword_weight=0.3'",
+    )
     a = ap.parse_args(argv)
     wanted = list(HELD_OUT) if a.held_out else [c.strip() for c in a.conversations.split(",") if c.strip()]
     if not a.held_out and set(wanted) & set(HELD_OUT):
@@ -269,10 +292,15 @@ async def main(argv: Sequence[str]) -> None:
     handle = ModelHandle(lambda: load_use(default_cache_root(os.environ)))
     conversations = load(a.data, wanted)
     total = Scored()
+    variants = [v.strip() for v in a.l0_variants.split(";") if v.strip()]
+    swept_total = {v: Scored() for v in variants}
     print(f"LoCoMo evidence recall@{TOP} via import + search --json, learning off; {handle.describe()}")
     for conv in conversations:
-        scored, t, notes = await score_conversation(conv, handle, a.cli_check)
+        scored, t, notes, swept = await score_conversation(conv, handle, a.cli_check, variants)
         total.merge(scored)
+        for w, sc in swept.items():
+            swept_total[w].merge(sc)
+            notes.append(f"L0 {w}: {sc.line()}")
         print(
             f"  {conv.sample_id}: {scored.line()}\n"
             f"           {int(t['turns'])} turns written, {int(t['stored'])} stored by import in "
@@ -282,6 +310,8 @@ async def main(argv: Sequence[str]) -> None:
         for n in notes:
             print(f"           {n}")
     print(f"  overall: {total.line()}")
+    for w, sc in swept_total.items():
+        print(f"  overall, L0 {w}: {sc.line()}")
 
 
 if __name__ == "__main__":

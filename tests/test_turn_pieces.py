@@ -11,7 +11,13 @@ import numpy as np
 
 from pi_memory_bridge.backends.base import ConversationTurn
 from pi_memory_bridge.backends.local import LocalBackend
-from pi_memory_bridge.backends.local.text_pieces import MAX_SIDE_PIECES, PIECE_CHARS, side_pieces, turn_pieces
+from pi_memory_bridge.backends.local.text_pieces import (
+    MAX_SIDE_PIECES,
+    PIECE_CHARS,
+    pieces_beyond,
+    side_pieces,
+    turn_pieces,
+)
 from pi_memory_bridge.backends.local.vectors import (
     STORED_DTYPE,
     TURN_VECTORS,
@@ -97,6 +103,39 @@ def test_a_row_is_ranked_by_its_best_piece_and_returned_once(tmp_path: Path) -> 
     best = matrix.similarities(query, [1, 2])
     assert best[1] == found[0][1] and set(best) == {1, 2}
     assert counts(conn, TURN_VECTORS).done == len(rows)
+
+
+def test_a_piece_the_whole_vector_read_lifts_it_part_way_a_piece_past_it_in_full(tmp_path: Path) -> None:
+    conn = _matrix_store(tmp_path)
+    ensure_schema(conn, "test-model")
+    rng = np.random.default_rng(5)
+    query = _unit(rng.standard_normal(512))
+    near = _unit(query + 0.02 * rng.standard_normal(512))
+    far = _unit(rng.standard_normal(512))
+    conn.execute("BEGIN")
+    for row_id, beyond in ((1, 0), (2, 1)):
+        conn.execute("INSERT INTO turns(id, user_text, assistant_text) VALUES (?, 'u', 'a')", (row_id,))
+        for piece, v, flag in ((0, far, 0), (1, near, beyond)):
+            conn.execute(
+                "INSERT INTO turn_vectors(row_id, piece, beyond, vec) VALUES (?, ?, ?, ?)",
+                (row_id, piece, flag, v.astype(STORED_DTYPE).tobytes()),
+            )
+    conn.execute("COMMIT")
+    matrix = VectorMatrix(TURN_VECTORS, 512)
+    assert matrix.refresh(conn)
+    whole, piece = float(far @ query), float(near @ query)
+    got = matrix.similarities(query, [1, 2], piece_weight=0.5)
+    assert abs(got[1] - (whole + 0.5 * (piece - whole))) < 1e-2
+    assert abs(got[2] - piece) < 1e-2
+    assert [row for row, _ in matrix.search(query, 2, piece_weight=0.5)] == [2, 1]
+
+
+def test_pieces_past_what_one_vector_reads_are_marked() -> None:
+    short = "a fact."
+    assert pieces_beyond(short, [short]) == [False]
+    text = f"{log(40)}\n\n{FACT}"
+    pieces = side_pieces(text)
+    assert pieces_beyond(text, pieces)[0] is False and pieces_beyond(text, pieces)[-1] is True
 
 
 def test_a_store_with_one_vector_a_turn_computes_them_again_in_pieces(tmp_path: Path) -> None:

@@ -33,6 +33,9 @@ class FusionParams:
     identifier_boost: float = 10.0  # larger than any other score: identifier hits come first
     # how much a memory's best question vector may lift it above its own text's cosine (L1)
     question_weight: float = 0.5
+    # how much a turn's best piece may lift it above its whole-turn vector's cosine (L0;
+    # backends/local/vectors.VectorMatrix._combine)
+    piece_weight: float = 0.5
     # a keyword hit covering less of the query's term weight than this gets no keyword signal
     # (embeddings.relevance); 0 counts every hit
     min_coverage: float = 0.0

@@ -184,7 +184,7 @@ class SemanticIndex:
             if not matrix.refresh(conn, timeout=max(0.0, until - time.monotonic()), max_new=limit):
                 self._start_preload()  # for the next search, whoever created this index
                 return None
-        return matrix.search(vector, CANDIDATES)
+        return matrix.search(vector, CANDIDATES, self.l0_params.piece_weight)
 
     def _dense_beside(
         self, matrix: VectorMatrix, vector: npt.NDArray[np.float32], until: float
@@ -327,7 +327,7 @@ class SemanticIndex:
         if top is None:
             return None
         by_public = _by_public_id({k.hit.turn_id: k.rowid for k in keyword})
-        cosines = self.turns.similarities(vector, list(by_public.values()))
+        cosines = self.turns.similarities(vector, list(by_public.values()), self.l0_params.piece_weight)
         candidates = [
             Candidate(
                 k.hit.turn_id,

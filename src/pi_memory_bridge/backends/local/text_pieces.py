@@ -88,3 +88,16 @@ def turn_pieces(user_text: str, assistant_text: str) -> list[str]:
     """A turn's pieces: the user's, then the assistant's; one empty piece for an empty turn (its
     zero vector matches nothing, and the turn counts as embedded)."""
     return side_pieces(user_text) + side_pieces(assistant_text) or [""]
+
+
+def pieces_beyond(whole: str, pieces: list[str]) -> list[bool]:
+    """For each piece of `whole` (in order), whether it ends past the `MAX_EMBED_CHARS` that one
+    vector of `whole` reads."""
+    out: list[bool] = []
+    cursor = 0
+    for piece in pieces:
+        start = whole.find(piece[:40], cursor)
+        start = cursor if start < 0 else start
+        out.append(start + len(piece) > MAX_EMBED_CHARS)
+        cursor = start + 1
+    return out

@@ -47,9 +47,10 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 BATCH = 32
-# Texts one batch embeds at most: a batch of long turns (many pieces each) stays as short as a
-# batch of short ones, so a recall waiting for the model never waits behind a long one.
-BATCH_TEXTS = 2 * BATCH
+# Texts one batch embeds at most: BATCH short turns (the whole turn and its two sides each),
+# fewer long ones (many pieces each), so that a batch of long turns takes no longer than one of
+# short turns and a recall waiting for the model never waits behind a long one.
+BATCH_TEXTS = 3 * BATCH
 BULK_ROWS = BATCH  # a full batch: a backlog worth the tokenizer's bulk table
 POLL_S = 60.0  # a look for rows nobody notified us about (another process's, or edited ones)
 LOCK_RETRY_S = 5.0

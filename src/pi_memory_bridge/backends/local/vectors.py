@@ -36,7 +36,7 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from pi_memory_bridge.backends.local.text_pieces import turn_pieces
+from pi_memory_bridge.backends.local.text_pieces import pieces_beyond, turn_pieces
 
 VECTOR_SCHEMA = "3"  # 2: question vectors; 3: a turn's vectors per piece (text_pieces)
 STORED_DTYPE = np.float16
@@ -47,6 +47,7 @@ RERANK_ROWS = 2048
 _CODE_BITS = 64
 # A search over pieces first takes this many times the rows it returns, then one per row.
 PIECE_FANOUT = 4
+WHOLE, INSIDE, BEYOND = 0, 1, 2  # the kinds of a row's vectors (`VectorMatrix._combined`)
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,7 +62,8 @@ class VectorSpec:
     def ddl(self) -> list[str]:
         t, v = self.content_table, self.vector_table
         cols = ", ".join(self.text_columns)
-        piece = ", piece INTEGER NOT NULL DEFAULT 0" if self.pieces else ""
+        # piece 0: the whole turn; `beyond`: a piece not wholly inside what piece 0 read
+        piece = ", piece INTEGER NOT NULL DEFAULT 0, beyond INTEGER NOT NULL DEFAULT 0" if self.pieces else ""
         return [
             f"CREATE TABLE IF NOT EXISTS {v} (seq INTEGER PRIMARY KEY AUTOINCREMENT, "
             f"row_id INTEGER NOT NULL{piece}, vec BLOB NOT NULL)",
@@ -105,7 +107,7 @@ def ensure_schema(conn: sqlite3.Connection, model_id: str) -> None:
     try:
         for spec in SPECS:
             existing = _columns(conn, spec.vector_table)
-            if spec.pieces and existing and "piece" not in existing:
+            if spec.pieces and existing and not {"piece", "beyond"} <= existing:
                 # one vector a turn (schema 2): derived data, computed again in pieces
                 conn.execute(f"DROP TABLE {spec.vector_table}")
                 _bump_generation(conn)
@@ -146,11 +148,22 @@ class PendingRow:
 
 
 def piece_texts(spec: VectorSpec, row: PendingRow) -> list[str]:
-    """What is embedded for the row: one text, or (`spec.pieces`) its pieces in order."""
+    """What is embedded for the row: one text, or (`spec.pieces`) the whole turn (piece 0, its
+    start as one vector, as before pieces) and then its pieces in order, unless its one piece is
+    the whole turn (a turn with one short side)."""
+    return [text for text, _ in _pieces(spec, row)]
+
+
+def _pieces(spec: VectorSpec, row: PendingRow) -> list[tuple[str, bool]]:
+    """`piece_texts` with, for each, whether it reaches beyond what the whole turn's vector
+    read (`MAX_EMBED_CHARS`): such a piece is the only vector of what it says."""
     if not spec.pieces:
-        return [row.text]
+        return [(row.text, False)]
     user, assistant = row.texts
-    return turn_pieces(user, assistant)
+    pieces = turn_pieces(user, assistant)
+    if pieces in ([row.text], [""]):
+        return [(row.text, False)]
+    return [(row.text, False), *zip(pieces, pieces_beyond(row.text, pieces), strict=True)]
 
 
 def pending(conn: sqlite3.Connection, spec: VectorSpec, limit: int, above: int = 0) -> list[PendingRow]:
@@ -173,21 +186,22 @@ def store_vectors(
     Inside the caller's write transaction. A row deleted or edited since it was read gets no
     vector: a forgotten memory must not leave one behind, an edited one gets a fresh one later."""
     same_text = " AND ".join(f"{c} = ?" for c in spec.text_columns)
-    counts = [len(piece_texts(spec, row)) for row in rows]
-    if sum(counts) != len(vectors):
-        raise ValueError(f"{len(vectors)} vectors for {sum(counts)} pieces")
-    piece_col, piece_mark = (", piece", ", ?") if spec.pieces else ("", "")
+    pieces = [_pieces(spec, row) for row in rows]
+    if sum(map(len, pieces)) != len(vectors):
+        raise ValueError(f"{len(vectors)} vectors for {sum(map(len, pieces))} pieces")
+    piece_col, piece_mark = (", piece, beyond", ", ?, ?") if spec.pieces else ("", "")
     stored = 0
     at = 0
-    for row, n in zip(rows, counts, strict=True):
+    for row, parts in zip(rows, pieces, strict=True):
         inserted = 0
+        n = len(parts)
         for piece in range(n):
             cursor = conn.execute(
                 f"INSERT OR IGNORE INTO {spec.vector_table}(row_id{piece_col}, vec) SELECT ?{piece_mark}, ? "
                 f"WHERE EXISTS (SELECT 1 FROM {spec.content_table} WHERE id = ? AND {same_text})",
                 (
                     row.row_id,
-                    *((piece,) if spec.pieces else ()),
+                    *((piece, int(parts[piece][1])) if spec.pieces else ()),
                     vectors[at + piece].astype(STORED_DTYPE).tobytes(),
                     row.row_id,
                     *row.texts,
@@ -223,6 +237,9 @@ class VectorMatrix:
         self._lock = threading.Lock()
         self._ids = np.zeros(0, dtype=np.int64)
         self._seqs = np.zeros(0, dtype=np.int64)
+        # per vector of a row with pieces: WHOLE (piece 0), INSIDE (a piece of what the whole
+        # vector read) or BEYOND (`spec.pieces`; `_combined`)
+        self._kind = np.zeros(0, dtype=np.int8)
         self._matrix = np.zeros((0, dim), dtype=np.float32)
         self._size = 0
         self._last_seq = 0
@@ -268,6 +285,7 @@ class VectorMatrix:
                 kept = int(keep.sum())
                 self._ids[:kept] = self._ids[: self._size][keep]
                 self._seqs[:kept] = self._seqs[: self._size][keep]
+                self._kind[:kept] = self._kind[: self._size][keep]
                 self._matrix[:kept] = self._matrix[: self._size][keep]
                 if self._coded:
                     coded = keep[: self._coded]
@@ -280,15 +298,18 @@ class VectorMatrix:
         if max_new is not None and top is not None and int(top) - self._last_seq > max_new:
             return False  # seq only grows: the gap bounds the rows to read
         if top is not None and int(top) > self._last_seq:
+            # WHOLE for piece 0, BEYOND for a piece past it, INSIDE for the others
+            piece = f"CASE WHEN piece = 0 THEN {WHOLE} WHEN beyond THEN {BEYOND} ELSE {INSIDE} END"
+            piece = piece if self.spec.pieces else str(WHOLE)
             cursor = conn.execute(
-                f"SELECT seq, row_id, vec FROM {v} WHERE seq > ? ORDER BY seq", (self._last_seq,)
+                f"SELECT seq, row_id, vec, {piece} FROM {v} WHERE seq > ? ORDER BY seq", (self._last_seq,)
             )
             while batch := cursor.fetchmany(4096):
                 self._append(batch)
         self._update_codes()
         return True
 
-    def _append(self, batch: list[tuple[int, int, bytes]]) -> None:
+    def _append(self, batch: list[tuple[int, int, bytes, int]]) -> None:
         width = self.dim * np.dtype(STORED_DTYPE).itemsize
         good = [r for r in batch if len(r[2]) == width]  # a foreign blob is skipped, not trusted
         self._last_seq = max(self._last_seq, int(batch[-1][0]))
@@ -299,16 +320,19 @@ class VectorMatrix:
             capacity = max(need, 2 * len(self._ids), 1024)
             ids = np.zeros(capacity, dtype=np.int64)
             seqs = np.zeros(capacity, dtype=np.int64)
+            whole = np.zeros(capacity, dtype=np.int8)
             matrix = np.zeros((capacity, self.dim), dtype=np.float32)
             ids[: self._size] = self._ids[: self._size]
             seqs[: self._size] = self._seqs[: self._size]
+            whole[: self._size] = self._kind[: self._size]
             matrix[: self._size] = self._matrix[: self._size]
-            self._ids, self._seqs, self._matrix = ids, seqs, matrix
+            self._ids, self._seqs, self._kind, self._matrix = ids, seqs, whole, matrix
         blob = b"".join(r[2] for r in good)
         block = np.frombuffer(blob, dtype=STORED_DTYPE).reshape(len(good), self.dim)
         self._matrix[self._size : need] = block
         self._ids[self._size : need] = [r[1] for r in good]
         self._seqs[self._size : need] = [r[0] for r in good]
+        self._kind[self._size : need] = [r[3] for r in good]
         self._size = need
         self._sorted = None
 
@@ -350,9 +374,11 @@ class VectorMatrix:
         found: npt.NDArray[np.intp] = np.argpartition(distance, RERANK_ROWS - 1)[:RERANK_ROWS]
         return found
 
-    def search(self, query: npt.NDArray[np.float32], k: int) -> list[tuple[int, float]]:
+    def search(
+        self, query: npt.NDArray[np.float32], k: int, piece_weight: float = 1.0
+    ) -> list[tuple[int, float]]:
         """The k row ids most similar to `query` (a unit vector), best first, with cosines (a
-        row with several vectors, `spec.pieces`: by its best one)."""
+        row with pieces, `spec.pieces`: its combined cosine, `_combine`)."""
         with self._lock:
             n = self._size
             if n == 0 or k <= 0:
@@ -365,17 +391,23 @@ class VectorMatrix:
                 scores = np.take(self._matrix, rows, axis=0) @ query
                 positions = rows
             m = scores.size
-            # a row's pieces may take several of the best places: look further until k rows
-            wanted = k * PIECE_FANOUT if self.spec.pieces else k
+            if not self.spec.pieces:
+                top = np.argpartition(-scores, k - 1)[:k] if k < m else np.arange(m)
+                order = top[np.argsort(-scores[top], kind="stable")]
+                return [(int(self._ids[positions[i]]), float(scores[i])) for i in order]
+            # the rows of the best entries (a row's pieces may take several places), then each
+            # row's combined cosine over all of its vectors
+            wanted = k * PIECE_FANOUT
             while True:
                 top = np.argpartition(-scores, wanted - 1)[:wanted] if wanted < m else np.arange(m)
                 order = top[np.argsort(-scores[top], kind="stable")]
-                best: dict[int, float] = {}
-                for i in order:
-                    best.setdefault(int(self._ids[positions[i]]), float(scores[i]))
-                if len(best) >= k or wanted >= m:
-                    return list(best.items())[:k]
+                found = list(dict.fromkeys(int(self._ids[positions[i]]) for i in order))
+                if len(found) >= k or wanted >= m:
+                    break
                 wanted *= 4
+            combined = self._combined(query, found, piece_weight)
+            ranked = sorted(combined.items(), key=lambda item: -item[1])
+            return ranked[:k]
 
     def _positions(self, row_ids: Sequence[int]) -> npt.NDArray[np.int64]:
         """Matrix positions of every vector of the given row ids (under the lock)."""
@@ -393,20 +425,44 @@ class VectorMatrix:
         spans = [order[a:b] for a, b in zip(first, last, strict=True) if b > a]
         return np.concatenate(spans) if spans else np.zeros(0, dtype=np.int64)
 
-    def similarities(self, query: npt.NDArray[np.float32], row_ids: Sequence[int]) -> dict[int, float]:
-        """Cosines of the given rows that have a vector (a row with several: its best)."""
+    def similarities(
+        self, query: npt.NDArray[np.float32], row_ids: Sequence[int], piece_weight: float = 1.0
+    ) -> dict[int, float]:
+        """Cosines of the given rows that have a vector (a row with pieces: combined)."""
         if not row_ids:
             return {}
         with self._lock:
             if self._size == 0:
                 return {}
+            if self.spec.pieces:
+                return self._combined(query, row_ids, piece_weight)
             positions = self._positions(row_ids)
             if positions.size == 0:
                 return {}
             scores = np.take(self._matrix, positions, axis=0) @ query
-            best: dict[int, float] = {}
-            for p, score in zip(positions, scores, strict=True):
-                row, value = int(self._ids[p]), float(score)
-                if value > best.get(row, -2.0):
-                    best[row] = value
-            return best
+            return {int(self._ids[p]): float(s) for p, s in zip(positions, scores, strict=True)}
+
+    def _combined(
+        self, query: npt.NDArray[np.float32], row_ids: Sequence[int], piece_weight: float
+    ) -> dict[int, float]:
+        """Each row's cosine from its whole-turn vector and its pieces (under the lock): the
+        pieces of what the whole vector read lift it part of the way, `whole + piece_weight *
+        max(0, best_inside - whole)`, as an L1 memory's questions lift it (fusion.with_questions;
+        a full max lets a short generic piece win over the turn that answers: bench_locomo.py);
+        a piece past what it read is the only vector of what it says and counts in full."""
+        positions = self._positions(row_ids)
+        if positions.size == 0:
+            return {}
+        scores = np.take(self._matrix, positions, axis=0) @ query
+        best: tuple[dict[int, float], dict[int, float], dict[int, float]] = ({}, {}, {})
+        for p, score in zip(positions, scores, strict=True):
+            row, value, into = int(self._ids[p]), float(score), best[int(self._kind[p])]
+            if value > into.get(row, -2.0):
+                into[row] = value
+        whole, inside, beyond = best
+        out: dict[int, float] = {}
+        for row in set(whole) | set(inside) | set(beyond):
+            base = whole.get(row, inside.get(row, -1.0))
+            lifted = base + piece_weight * max(0.0, inside.get(row, base) - base)
+            out[row] = max(lifted, beyond.get(row, -1.0))
+        return out

@@ -60,7 +60,6 @@ def build(root: Path, turns: int, atomic: int, pieces: bool = True) -> None:
     sys.path.insert(0, str(HERE))
     from bench_local_store import SEED, SyntheticCorpus, _labelled
     from pi_memory_bridge.backends.local import LocalBackend
-    from pi_memory_bridge.backends.local.text_pieces import turn_pieces
     from pi_memory_bridge.backends.local.vectors import SPECS, TURN_VECTORS
     from pi_memory_bridge.embeddings import DIMENSIONS, ModelHandle, load_use
     from pi_memory_bridge.embeddings.cache_dir import default_cache_root
@@ -87,7 +86,7 @@ def build(root: Path, turns: int, atomic: int, pieces: bool = True) -> None:
     for spec in SPECS:
         with backend.store.writing("bench vectors") as conn:
             if spec is TURN_VECTORS and pieces:
-                _turn_piece_vectors(conn, rng, encoder, texts, turn_pieces)
+                _turn_piece_vectors(conn, rng, encoder, texts)
                 continue
             rows = [r[0] for r in conn.execute(f"SELECT id FROM {spec.content_table} ORDER BY id")]
             vectors = rng.standard_normal((len(rows), DIMENSIONS)).astype(np.float32)
@@ -109,27 +108,34 @@ def build(root: Path, turns: int, atomic: int, pieces: bool = True) -> None:
 
 
 def _built(turns: int, atomic: int, pieces: bool) -> str:
-    return BUILT.format(turns=turns, atomic=atomic, vectors="pieces" if pieces else "one vector a turn")
+    return BUILT.format(
+        turns=turns, atomic=atomic, vectors="whole and pieces" if pieces else "one vector a turn"
+    )
 
 
-def _turn_piece_vectors(conn, rng, encoder, labelled, turn_pieces) -> None:  # type: ignore[no-untyped-def]
-    """Random unit vectors, one per piece of each turn's text; the labelled turns' real ones."""
+def _turn_piece_vectors(conn, rng, encoder, labelled) -> None:  # type: ignore[no-untyped-def]
+    """Random unit vectors, one per text the worker embeds for each turn (the whole turn and its
+    pieces, `vectors.piece_texts`, each with its `beyond` flag); the labelled turns' real ones."""
     import numpy as np
 
+    from pi_memory_bridge.backends.local.vectors import TURN_VECTORS, PendingRow, _pieces
     from pi_memory_bridge.embeddings import DIMENSIONS
 
     cursor = conn.execute("SELECT id, turn_id, user_text, assistant_text FROM turns ORDER BY id")
     while batch := cursor.fetchmany(5000):
-        rows: list[tuple[int, int, bytes]] = []
+        rows: list[tuple[int, int, int, bytes]] = []
         for rowid, turn_id, user, assistant in batch:
-            pieces = turn_pieces(user, assistant)
+            pieces = _pieces(TURN_VECTORS, PendingRow(rowid, (user, assistant)))
             if turn_id in labelled:
-                vectors = encoder.embed(pieces)
+                vectors = encoder.embed([text for text, _ in pieces])
             else:
                 vectors = rng.standard_normal((len(pieces), DIMENSIONS)).astype(np.float32)
                 vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
-            rows += [(rowid, i, v.astype(np.float16).tobytes()) for i, v in enumerate(vectors)]
-        conn.executemany("INSERT INTO turn_vectors(row_id, piece, vec) VALUES (?, ?, ?)", rows)
+            rows += [
+                (rowid, i, int(beyond), v.astype(np.float16).tobytes())
+                for i, ((_, beyond), v) in enumerate(zip(pieces, vectors, strict=True))
+            ]
+        conn.executemany("INSERT INTO turn_vectors(row_id, piece, beyond, vec) VALUES (?, ?, ?, ?)", rows)
 
 
 def store_size(root: Path, turns: int) -> str:

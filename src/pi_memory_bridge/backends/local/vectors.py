@@ -401,7 +401,9 @@ class VectorMatrix:
             while True:
                 top = np.argpartition(-scores, wanted - 1)[:wanted] if wanted < m else np.arange(m)
                 order = top[np.argsort(-scores[top], kind="stable")]
-                found = list(dict.fromkeys(int(self._ids[positions[i]]) for i in order))
+                ranked_ids = self._ids[positions[order]]
+                _, first = np.unique(ranked_ids, return_index=True)
+                found = ranked_ids[np.sort(first)].tolist()
                 if len(found) >= k or wanted >= m:
                     break
                 wanted *= 4
@@ -453,16 +455,13 @@ class VectorMatrix:
         positions = self._positions(row_ids)
         if positions.size == 0:
             return {}
-        scores = np.take(self._matrix, positions, axis=0) @ query
-        best: tuple[dict[int, float], dict[int, float], dict[int, float]] = ({}, {}, {})
-        for p, score in zip(positions, scores, strict=True):
-            row, value, into = int(self._ids[p]), float(score), best[int(self._kind[p])]
-            if value > into.get(row, -2.0):
-                into[row] = value
+        scores = (np.take(self._matrix, positions, axis=0) @ query).astype(np.float64)
+        rows, at = np.unique(self._ids[positions], return_inverse=True)
+        kinds = self._kind[positions]
+        best = np.full((3, rows.size), -np.inf)  # per kind (WHOLE, INSIDE, BEYOND), per row
+        np.maximum.at(best, (kinds, at), scores)
         whole, inside, beyond = best
-        out: dict[int, float] = {}
-        for row in set(whole) | set(inside) | set(beyond):
-            base = whole.get(row, inside.get(row, -1.0))
-            lifted = base + piece_weight * max(0.0, inside.get(row, base) - base)
-            out[row] = max(lifted, beyond.get(row, -1.0))
-        return out
+        base = np.where(np.isfinite(whole), whole, np.where(np.isfinite(inside), inside, -1.0))
+        lift = np.where(np.isfinite(inside), np.maximum(0.0, inside - base), 0.0)
+        combined = np.maximum(base + piece_weight * lift, beyond)
+        return dict(zip(rows.tolist(), combined.tolist(), strict=True))

@@ -22,7 +22,7 @@ from pi_memory_bridge.config import global_config_path
 from pi_memory_bridge.engine.core import Engine
 from pi_memory_bridge.learning.scheduler import JobScheduler
 from pi_memory_bridge.sidecar.handshake import handshake
-from pi_memory_bridge.sidecar.protocol import (
+from pi_memory_bridge.wire import (
     CommandAnswerParams,
     CommandRunParams,
     InitializeParams,
@@ -157,7 +157,10 @@ async def test_a_memory_corrected_in_the_memory_view_is_enriched_again_soon_afte
             CommandAnswerParams(flow_id=step.flow_id, answer=answer(step.options))
         )
     assert step.kind == "select" and step.flow_id is not None and "edited" in step.message
-    done = await engine.command_answer(CommandAnswerParams(flow_id=step.flow_id, answer=None))
+    done = step
+    for _level in ("item", "list", "menu"):  # Escape goes back a level; from the menu it closes
+        assert done.flow_id is not None
+        done = await engine.command_answer(CommandAnswerParams(flow_id=done.flow_id, answer=None))
     assert done.kind == "done" and "1 change(s) made." in done.message
     await _settled(engine)
     [call] = model.calls

@@ -12,10 +12,11 @@ import pytest
 from fake_backend import FakeBackend, mem, turn
 from pi_memory_bridge.backends.base import ConversationTurn, Profile
 from pi_memory_bridge.backends.local import LocalBackend
-from pi_memory_bridge.commands.forget import ForgetCandidate, ForgetDeps, delete_candidates
+from pi_memory_bridge.operations.forget import ForgetDeps, delete_candidates
 from pi_memory_bridge.recall import Layer, RecallBudget, recall
 from pi_memory_bridge.recall.trace import RecallTrace
 from pi_memory_bridge.recall.trace_log import DB_FILENAME, FORGOTTEN, TraceLog
+from pi_memory_bridge.vocabulary.forget import ForgetCandidate
 
 PROMPT = "which Go style conventions do I prefer for the backend?"
 
@@ -174,7 +175,7 @@ async def test_forgetting_a_turn_scrubs_the_prompt_it_was(local: LocalBackend, l
 async def test_the_engine_records_a_trace_per_prompt(tmp_path: Path) -> None:
     from pi_memory_bridge.config import load_config
     from pi_memory_bridge.engine.core import Engine
-    from pi_memory_bridge.sidecar.protocol import RecallParams
+    from pi_memory_bridge.wire import RecallParams
 
     agent = tmp_path / "agent"
     env = {"PI_CODING_AGENT_DIR": str(agent), "HOME": str(tmp_path)}

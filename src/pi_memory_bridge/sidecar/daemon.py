@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from pi_memory_bridge.config import data_dir, default_agent_dir
+from pi_memory_bridge.runtime_dir import runtime_dir
 from pi_memory_bridge.sidecar.daemon_start import (
     LOCK_WAIT_S,
     SOCKET_VAR,
@@ -232,12 +233,6 @@ async def _first(*waits: Coroutine[Any, Any, object]) -> None:
     await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
     for task in tasks:
         task.cancel()
-
-
-def runtime_dir(env: Mapping[str, str]) -> Path:
-    """Where the shim puts this user's sockets (extension-shim/src/daemon.ts, `socketPath`)."""
-    base = env.get("XDG_RUNTIME_DIR") or env.get("TMPDIR") or "/tmp"
-    return Path(base) / f"pi-memory-bridge-{os.getuid()}"
 
 
 def _holder(lock: Path) -> int | None:

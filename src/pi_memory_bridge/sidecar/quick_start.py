@@ -52,7 +52,7 @@ _ENV_NAMES = ("HOME",)
 _ENV_IGNORED = frozenset({"PI_MEMORY_BRIDGE_TIMINGS", "PI_MEMORY_BRIDGE_SOCKET"})  # the shim's own
 # The code that computes the answer: a change to any of it (an edit, an upgrade) is a miss.
 _PACKAGE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-_CODE = ("config", "sidecar/handshake.py", "sidecar/protocol.py", "sidecar/quick_start.py", "footer.py")
+_CODE = ("config", "sidecar/handshake.py", "wire.py", "sidecar/quick_start.py", "footer.py")
 
 
 class Prelude:

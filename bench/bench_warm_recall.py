@@ -29,7 +29,7 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
-BUILT = "{turns} turns + {atomic} memories, labelled turns v1\n"
+BUILT = "{turns} turns + {atomic} memories, labelled turns v1, {vectors}\n"
 
 
 def _load() -> str:
@@ -49,9 +49,12 @@ def _queries(n: int) -> list[str]:
     return queries
 
 
-def build(root: Path, turns: int, atomic: int) -> None:
+def build(root: Path, turns: int, atomic: int, pieces: bool = True) -> None:
     """bench_embeddings' large store, with the labelled turns of tests/data/search_quality in the
-    middle of the history (as bench_local_store buries them), they alone with real vectors."""
+    middle of the history (as bench_local_store buries them), they alone with real vectors.
+
+    `pieces`: a turn gets a vector per piece of its text (text_pieces, as the worker writes
+    them); else one a turn, as before (what --baseline-store holds for a baseline's code)."""
     import numpy as np
 
     sys.path.insert(0, str(HERE))
@@ -79,8 +82,12 @@ def build(root: Path, turns: int, atomic: int) -> None:
     backend = LocalBackend(root, embeddings=handle)  # creates the vector tables
     real = {t.turn_id: f"{t.user_text}\n{t.assistant_text}" for t in labelled}
     rng = np.random.default_rng(SEED)
+    texts = {t.turn_id: (t.user_text, t.assistant_text) for t in labelled}
     for spec in SPECS:
         with backend.store.writing("bench vectors") as conn:
+            if spec is TURN_VECTORS and pieces:
+                _turn_piece_vectors(conn, rng, encoder, texts)
+                continue
             rows = [r[0] for r in conn.execute(f"SELECT id FROM {spec.content_table} ORDER BY id")]
             vectors = rng.standard_normal((len(rows), DIMENSIONS)).astype(np.float32)
             vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
@@ -96,8 +103,55 @@ def build(root: Path, turns: int, atomic: int) -> None:
             )
     asyncio.run(backend.close())
     marker = os.open(root / "bench-built", os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    os.write(marker, BUILT.format(turns=turns, atomic=atomic).encode())
+    os.write(marker, _built(turns, atomic, pieces).encode())
     os.close(marker)
+
+
+def _built(turns: int, atomic: int, pieces: bool) -> str:
+    return BUILT.format(
+        turns=turns, atomic=atomic, vectors="whole and pieces" if pieces else "one vector a turn"
+    )
+
+
+def _turn_piece_vectors(conn, rng, encoder, labelled) -> None:  # type: ignore[no-untyped-def]
+    """Random unit vectors, one per text the worker embeds for each turn (the whole turn and its
+    pieces, `vectors.piece_texts`, each with its `beyond` flag); the labelled turns' real ones."""
+    import numpy as np
+
+    from pi_memory_bridge.backends.local.vectors import TURN_VECTORS, PendingRow, _pieces
+    from pi_memory_bridge.embeddings import DIMENSIONS
+
+    cursor = conn.execute("SELECT id, turn_id, user_text, assistant_text FROM turns ORDER BY id")
+    while batch := cursor.fetchmany(5000):
+        rows: list[tuple[int, int, int, bytes]] = []
+        for rowid, turn_id, user, assistant in batch:
+            pieces = _pieces(TURN_VECTORS, PendingRow(rowid, (user, assistant)))
+            if turn_id in labelled:
+                vectors = encoder.embed([text for text, _ in pieces])
+            else:
+                vectors = rng.standard_normal((len(pieces), DIMENSIONS)).astype(np.float32)
+                vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+            rows += [
+                (rowid, i, int(beyond), v.astype(np.float16).tobytes())
+                for i, ((_, beyond), v) in enumerate(zip(pieces, vectors, strict=True))
+            ]
+        conn.executemany("INSERT INTO turn_vectors(row_id, piece, beyond, vec) VALUES (?, ?, ?, ?)", rows)
+
+
+def store_size(root: Path, turns: int) -> str:
+    """The store's files and its vectors, per 1k turns."""
+    import sqlite3
+
+    files = sum(p.stat().st_size for p in root.glob("*.sqlite3*"))
+    conn = sqlite3.connect(f"file:{root / 'memory.sqlite3'}?mode=ro", uri=True)
+    try:
+        vectors = conn.execute("SELECT count(*) FROM turn_vectors").fetchone()[0]
+    finally:
+        conn.close()
+    return (
+        f"store {files / 1e6 * 1000 / turns:.2f} MB per 1k turns ({files / 1e6:.0f} MB), "
+        f"{vectors / turns:.2f} L0 vectors a turn"
+    )
 
 
 def quality(root: Path) -> None:
@@ -183,6 +237,11 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--store", type=Path, help="build the store here once and reuse it")
     ap.add_argument("--baseline-python", help="another install's python, run interleaved")
+    ap.add_argument(
+        "--baseline-store",
+        type=Path,
+        help="the baseline's own store, one vector a turn (as code before pieces writes them)",
+    )
     ap.add_argument("--quality", action="store_true", help="also the labelled queries' recall@4")
     ap.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     a = ap.parse_args()
@@ -194,11 +253,17 @@ def main() -> None:
 
     with tempfile.TemporaryDirectory(prefix="bench-warm-") as tmp:
         root = a.store or Path(tmp) / "memory-bridge"
-        marker = root / "bench-built"
-        if not (marker.exists() and marker.read_text() == BUILT.format(turns=a.turns, atomic=a.atomic)):
-            started = time.perf_counter()
-            build(root, a.turns, a.atomic)
-            print(f"(built {a.turns} turns + {a.atomic} memories in {time.perf_counter() - started:.0f} s)")
+        stores = {"this checkout": (root, True)}
+        if a.baseline_python:
+            stores["baseline"] = (a.baseline_store or root, a.baseline_store is None)
+        for name, (where, pieces) in stores.items():
+            marker = where / "bench-built"
+            if not (marker.exists() and marker.read_text() == _built(a.turns, a.atomic, pieces)):
+                started = time.perf_counter()
+                build(where, a.turns, a.atomic, pieces)
+                took = time.perf_counter() - started
+                print(f"(built {a.turns} turns + {a.atomic} memories for {name} in {took:.0f} s)")
+            print(f"{name}: {store_size(where, a.turns)}")
         here = str(REPO / ".venv" / "bin" / "python")
         if a.quality:
             print(f"== labelled queries (tests/data/search_quality) among {a.turns} turns (L0 top 4)")
@@ -209,7 +274,7 @@ def main() -> None:
         for i in range(a.rounds):
             order = runs if i % 2 == 0 else runs[::-1]
             for name, python in order:
-                data = run_round(python, root, a.queries)
+                data = run_round(python, stores[name][0], a.queries)
                 merged[name]["wall"] += data["wall"]
                 merged[name]["cpu"] += data["cpu"]
                 print(summary(f"round {i + 1}, {name} (load {_load()})", data["wall"]))

@@ -38,6 +38,7 @@ LAYERS: dict[str, int] = {
     "": FOUNDATION,  # the package's own __init__
     "_version": FOUNDATION,
     "textsearch": FOUNDATION,
+    "prompt_focus": FOUNDATION,  # what a long prompt asks: read by recall and every backend
     "sqlite_faults": FOUNDATION,
     "sqlite_tx": FOUNDATION,
     "deadline": FOUNDATION,  # the current recall's deadline, read deep below it

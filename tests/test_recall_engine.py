@@ -6,6 +6,7 @@ import asyncio
 
 from fake_backend import FakeBackend, mem, turn
 from pi_memory_bridge.backends.base import BackendUnavailable, Capability, Profile, ScenarioNote, SkillHit
+from pi_memory_bridge.prompt_focus import MAX_PROMPT_CHARS
 from pi_memory_bridge.recall import Layer, RecallBudget, recall
 from pi_memory_bridge.recall.budget import allocate
 from pi_memory_bridge.recall.items import LAYER_ORDER
@@ -199,8 +200,11 @@ async def test_a_one_megabyte_prompt_is_bounded() -> None:
             seen.append(query)
             return []
 
-    out = await recall(Spy(), "word " * 200_000, budget())  # its speed: bench/bench_bounds.py
-    assert len(seen[0]) <= 2000
+    prompt = "word " * 200_000 + "what is my cat called?"
+    out = await recall(Spy(), prompt, budget())  # its speed: bench/bench_bounds.py
+    # the backend gets the head and the tail, where the question is (prompt_focus finds it there)
+    assert len(seen[0]) <= MAX_PROMPT_CHARS + 1
+    assert seen[0].startswith("word word") and seen[0].endswith("what is my cat called?")
     assert out.outcome == "empty"
 
 

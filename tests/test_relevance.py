@@ -157,10 +157,9 @@ async def test_recall_drops_turns_sharing_one_word_but_finds_what_covers_the_que
         assert stored == pytest.approx(coverage(weights, tokens))
         assert stored is not None and 0 < stored < L0_PARAMS.min_coverage
         backend.semantic.l0_params = replace(L0_PARAMS, min_coverage=0.0)  # the rule off: lures again
-        assert {h.turn_id for h in await backend.conversation.search(question, 4)} <= {
+        assert {h.turn_id for h in await backend.conversation.search(question, 4)} & {
             h.turn_id for h in lures
         }
-        assert await backend.conversation.search(question, 4)
     finally:
         await backend.close()
 

@@ -18,6 +18,7 @@ from pi_memory_bridge.backends.local.vectors import (
     TURN_VECTORS,
     counts,
     pending,
+    piece_texts,
     store_vectors,
 )
 from pi_memory_bridge.deadline import recall_deadline
@@ -213,7 +214,7 @@ def test_vectors_are_stored_as_float16(tmp_path: Path, model_handle: ModelHandle
     assert encoder is not None
     with backend.store.reading("test") as conn:
         rows = pending(conn, TURN_VECTORS, 5)
-    vectors = encoder.embed([r.text for r in rows])
+    vectors = encoder.embed([t for r in rows for t in piece_texts(TURN_VECTORS, r)])
     with backend.store.writing("test") as conn:
         store_vectors(conn, TURN_VECTORS, rows, vectors)
         blob = conn.execute("SELECT vec FROM turn_vectors").fetchone()[0]

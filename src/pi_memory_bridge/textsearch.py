@@ -36,6 +36,7 @@ __all__ = [
     "MAX_TOKEN_CHARS",
     "TOKENIZER_VERSION",
     "index_tokens",
+    "is_identifier_like",
     "is_stop_word",
     "overlap_score",
     "query_terms",
@@ -152,6 +153,33 @@ def _light_stem(word: str) -> str:
 def is_stop_word(token: str) -> bool:
     """Whether a (normalized) token is a function word that search ignores."""
     return token in _ENGLISH_STOP_WORDS or token in _CJK_STOP_WORDS
+
+
+_CAMEL = re.compile(r"[a-z][A-Z]|[A-Z]{2}[a-z]")
+
+
+def is_identifier_like(chunk: str) -> bool:
+    """Whether a word names something exactly (`ECONNRESET`, `order_sync`, `src/app.py`,
+    `parseHTTP`, `acme-tf-state`, `8080`) rather than saying something: search ranks rows that
+    hold such a word first, and a long prompt keeps such words wherever they stand."""
+    if not chunk.isascii() or len(chunk) < 3:
+        return False
+    has_alpha = any(c.isalpha() for c in chunk)
+    has_digit = any(c.isdigit() for c in chunk)
+    if not has_alpha:
+        return has_digit  # a port, an error code, an issue number
+    if has_digit:
+        return True
+    if "_" in chunk or "/" in chunk or "::" in chunk or "#" in chunk:
+        return True
+    if "-" in chunk.strip("-"):  # acme-tf-state, order-events, end-to-end
+        return True
+    if "." in chunk and len(chunk) >= 4:  # file.py, a.b.c (not "e.g")
+        return True
+    if _CAMEL.search(chunk):
+        return True
+    letters = [c for c in chunk if c.isalpha()]
+    return len(letters) >= 4 and all(c.isupper() for c in letters)
 
 
 def _keep_word_token(token: str) -> bool:

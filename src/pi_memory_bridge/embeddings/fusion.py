@@ -33,6 +33,9 @@ class FusionParams:
     identifier_boost: float = 10.0  # larger than any other score: identifier hits come first
     # how much a memory's best question vector may lift it above its own text's cosine (L1)
     question_weight: float = 0.5
+    # how much a turn's best piece may lift it above its whole-turn vector's cosine (L0;
+    # backends/local/vectors.VectorMatrix._combine)
+    piece_weight: float = 0.5
     # a keyword hit covering less of the query's term weight than this gets no keyword signal
     # (embeddings.relevance); 0 counts every hit
     min_coverage: float = 0.0
@@ -99,28 +102,6 @@ class Ranked:
 
 
 _CHUNK = re.compile(r"[\w./:@+#-]+", re.UNICODE)
-_CAMEL = re.compile(r"[a-z][A-Z]|[A-Z]{2}[a-z]")
-
-
-def _identifier_like(chunk: str) -> bool:
-    if not chunk.isascii() or len(chunk) < 3:
-        return False
-    has_alpha = any(c.isalpha() for c in chunk)
-    has_digit = any(c.isdigit() for c in chunk)
-    if not has_alpha:
-        return has_digit  # a port, an error code, an issue number
-    if has_digit:
-        return True
-    if "_" in chunk or "/" in chunk or "::" in chunk or "#" in chunk:
-        return True
-    if "-" in chunk.strip("-"):  # acme-tf-state, order-events, end-to-end
-        return True
-    if "." in chunk and len(chunk) >= 4:  # file.py, a.b.c (not "e.g")
-        return True
-    if _CAMEL.search(chunk):
-        return True
-    letters = [c for c in chunk if c.isalpha()]
-    return len(letters) >= 4 and all(c.isupper() for c in letters)
 
 
 def identifier_terms(query: str) -> list[str]:
@@ -128,7 +109,7 @@ def identifier_terms(query: str) -> list[str]:
     terms: dict[str, None] = {}
     for raw in _CHUNK.findall(unicodedata.normalize("NFKC", query)):
         chunk = raw.strip(".:-#@+/")
-        if _identifier_like(chunk):
+        if textsearch.is_identifier_like(chunk):
             tokens = textsearch.index_tokens(chunk)
             if tokens:
                 terms.setdefault(tokens[0], None)  # the whole identifier comes first

@@ -11,6 +11,7 @@ from typing import Any, Literal
 
 from pi_memory_bridge.backends.base import Capability, MemoryBackend
 from pi_memory_bridge.deadline import recall_deadline
+from pi_memory_bridge.prompt_focus import clip_prompt
 from pi_memory_bridge.recall.budget import ItemFate, render_block_detailed
 from pi_memory_bridge.recall.items import LAYER_ORDER, Layer, RecallItem
 from pi_memory_bridge.recall.layers import LayerQuery, fetch_l0, fetch_l1, fetch_l2, fetch_l3, fetch_skills
@@ -20,7 +21,6 @@ from pi_memory_bridge.redact import redact_text
 
 log = logging.getLogger(__name__)
 
-MAX_QUERY_CHARS = 2000
 LayerState = Literal["ok", "empty", "failed", "timeout", "skipped"]
 Outcome = Literal["recalled", "partial", "empty", "skipped", "unavailable", "disabled"]
 Fetch = Callable[[MemoryBackend, LayerQuery], Coroutine[Any, Any, list[RecallItem]]]
@@ -81,7 +81,10 @@ def _stamp(finished_at: dict[Layer, float], layer: Layer) -> Callable[[object], 
 
 
 def build_query(prompt: str) -> str:
-    return prompt.strip()[:MAX_QUERY_CHARS]
+    """The prompt as the layers get it: whole up to `prompt_focus.MAX_PROMPT_CHARS` (each
+    search finds the question and identifiers in it, see prompt_focus; cutting the prompt's
+    end off here would lose the question people write after a paste)."""
+    return clip_prompt(prompt)
 
 
 def _describe(exc: BaseException) -> str:

@@ -7,6 +7,7 @@ import logging
 from dataclasses import dataclass, field
 
 from pi_memory_bridge.backends.base import AtomicMemory, BackendError, MemoryBackend
+from pi_memory_bridge.prompt_focus import focus_prompt
 from pi_memory_bridge.recall.items import Layer, RecallItem, make_item
 from pi_memory_bridge.textsearch import overlap_score, query_terms
 
@@ -68,7 +69,7 @@ async def fetch_l0(backend: MemoryBackend, q: LayerQuery) -> list[RecallItem]:
 
 
 async def fetch_l2(backend: MemoryBackend, q: LayerQuery) -> list[RecallItem]:
-    terms = query_terms(q.query)
+    terms = query_terms(focus_prompt(q.query).text)
     if not terms:
         return []
     entries = await backend.notes.list_scenarios()
@@ -93,7 +94,7 @@ async def fetch_l2(backend: MemoryBackend, q: LayerQuery) -> list[RecallItem]:
 
 
 async def fetch_skills(backend: MemoryBackend, q: LayerQuery) -> list[RecallItem]:
-    hits = await backend.search_skills(q.query, q.limit)
+    hits = await backend.search_skills(focus_prompt(q.query).text, q.limit)
     items: list[RecallItem] = []
     for hit in hits[: q.limit]:
         body = "\n".join(p for p in (hit.description.strip(), hit.snippet.strip()) if p)

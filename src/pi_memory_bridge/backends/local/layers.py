@@ -24,7 +24,9 @@ from pi_memory_bridge.backends.base import (
     ScenarioNote,
 )
 from pi_memory_bridge.backends.local.notes import NoteFiles
+from pi_memory_bridge.backends.local.prompt_terms import store_query
 from pi_memory_bridge.backends.local.row_values import MAX_LIMIT
+from pi_memory_bridge.backends.local.schema import ATOMIC_INDEX, TURNS_INDEX
 from pi_memory_bridge.backends.local.semantic import SemanticIndex
 from pi_memory_bridge.backends.local.store import SqliteMemoryStore
 
@@ -33,6 +35,7 @@ class LocalConversation:
     """L0 (`ConversationStore`) over the store's turn rows."""
 
     def __init__(self, store: SqliteMemoryStore, semantic: SemanticIndex | None) -> None:
+        self._store = store
         self._rows = store.conversation
         self._semantic = semantic
 
@@ -49,11 +52,14 @@ class LocalConversation:
         return await asyncio.to_thread(self._search, query, limit)
 
     def _search(self, query: str, limit: int) -> builtins.list[ConversationHit]:
-        if self._semantic is None or limit <= 0:
-            return self._rows.search(query, limit)
+        if limit <= 0:
+            return []
+        asked = store_query(self._store, TURNS_INDEX, query)
+        if self._semantic is None:
+            return self._rows.search(asked.keywords, limit)
         with self._semantic.worker.searches.during_recall():  # background embedding waits meanwhile
-            hits = self._semantic.search_conversation(query, min(limit, MAX_LIMIT))
-            return hits if hits is not None else self._rows.search(query, limit)
+            hits = self._semantic.search_conversation(asked.keywords, min(limit, MAX_LIMIT), asked.meaning)
+            return hits if hits is not None else self._rows.search(asked.keywords, limit)
 
     async def delete(self, turn_ids: Sequence[str]) -> DeleteReport:
         return await asyncio.to_thread(self._rows.delete, builtins.list(turn_ids))
@@ -76,11 +82,16 @@ class LocalMemories:
         return await asyncio.to_thread(self._search, query, limit, type)
 
     def _search(self, query: str, limit: int, type: str | None) -> builtins.list[AtomicMemory]:
-        if self._semantic is None or limit <= 0:
-            return self._rows.search(query, limit, type)
+        if limit <= 0:
+            return []
+        asked = store_query(self._store, ATOMIC_INDEX, query)
+        if self._semantic is None:
+            return self._rows.search(asked.keywords, limit, type)
         with self._semantic.worker.searches.during_recall():  # background embedding waits meanwhile
-            memories = self._semantic.search_atomic(query, min(limit, MAX_LIMIT), type)
-            return memories if memories is not None else self._rows.search(query, limit, type)
+            memories = self._semantic.search_atomic(
+                asked.keywords, min(limit, MAX_LIMIT), type, asked.meaning
+            )
+            return memories if memories is not None else self._rows.search(asked.keywords, limit, type)
 
     async def save(self, content: str, type: str, source: str, tags: Sequence[str] = ()) -> SaveResult:
         saved = await asyncio.to_thread(self._rows.save, content, type, source, tuple(tags))

@@ -214,7 +214,7 @@ class SemanticIndex:
             if not matrix.refresh(conn, timeout=max(0.0, until - time.monotonic()), max_new=limit):
                 self._start_preload()  # for the next search, whoever created this index
                 return None
-        return matrix.search(vector, CANDIDATES)
+        return matrix.search(vector, CANDIDATES, self.l0_params.piece_weight)
 
     def _dense_beside(
         self, matrix: VectorMatrix, vector: npt.NDArray[np.float32], until: float
@@ -231,7 +231,13 @@ class SemanticIndex:
             return search
         return self._executor.submit(contextvars.copy_context().run, search).result
 
-    def search_atomic(self, query: str, limit: int, type: str | None) -> list[AtomicMemory] | None:
+    def search_atomic(
+        self, query: str, limit: int, type: str | None, meaning: str | None = None
+    ) -> list[AtomicMemory] | None:
+        """`query` for the keywords, `meaning` (default: `query`) for the vector and the
+        identifier gate: a long prompt's question without its paste's identifiers, which weigh
+        as keywords only (an identifier the paste names is evidence; ranked before the answer
+        to the question, it would push that answer out: bench/bench_long_prompts.py)."""
         until = _cut_off()
         keyword_search = self._keyword_beside(
             partial(
@@ -243,7 +249,7 @@ class SemanticIndex:
                 weigh=self.l1_params.min_coverage > 0,
             )
         )
-        vector = self._query_vector(query, until)
+        vector = self._query_vector(meaning or query, until)
         if vector is None:
             return None
         dense = self._dense_beside(self.atomic, vector, until)
@@ -253,7 +259,9 @@ class SemanticIndex:
         if top is None:
             return None
         ranked = fuse(
-            self._atomic_candidates(vector, query, top, question_top, keyword), query, self.l1_params
+            self._atomic_candidates(vector, query, top, question_top, keyword),
+            meaning or query,
+            self.l1_params,
         )
         known = {k.hit.id: k.hit for k in keyword}
         # the type and "still holds" filters apply to the rows read back (a superseded memory
@@ -303,7 +311,9 @@ class SemanticIndex:
         candidates += [Candidate(_row_key(r), "", cosine(r), None) for r in rows if r not in keyed]
         return candidates
 
-    def search_conversation(self, query: str, limit: int) -> list[ConversationHit] | None:
+    def search_conversation(
+        self, query: str, limit: int, meaning: str | None = None
+    ) -> list[ConversationHit] | None:
         until = _cut_off()
         keyword_search = self._keyword_beside(
             partial(
@@ -314,12 +324,12 @@ class SemanticIndex:
                 weigh=self.l0_params.min_coverage > 0,
             )
         )
-        vector = self._query_vector(query, until)
+        vector = self._query_vector(meaning or query, until)
         if vector is None:
             return None
         dense = self._dense_beside(self.turns, vector, until)
         keyword = keyword_search()
-        ranked = self._rank_turns(dense.result(), vector, query, keyword)
+        ranked = self._rank_turns(dense.result(), vector, meaning or query, keyword)
         if ranked is None:
             return None
         ranked = ranked[:limit]
@@ -347,7 +357,7 @@ class SemanticIndex:
         if top is None:
             return None
         by_public = _by_public_id({k.hit.turn_id: k.rowid for k in keyword})
-        cosines = self.turns.similarities(vector, list(by_public.values()))
+        cosines = self.turns.similarities(vector, list(by_public.values()), self.l0_params.piece_weight)
         candidates = [
             Candidate(
                 k.hit.turn_id,

@@ -32,8 +32,10 @@ from pi_memory_bridge.backends.local.vectors import (
     ATOMIC_VECTORS,
     QUESTION_VECTORS,
     TURN_VECTORS,
+    PendingRow,
     VectorSpec,
     pending,
+    piece_texts,
     store_vectors,
 )
 
@@ -45,6 +47,10 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 BATCH = 32
+# Texts one batch embeds at most: BATCH short turns (the whole turn and its two sides each),
+# fewer long ones (many pieces each), so that a batch of long turns takes no longer than one of
+# short turns and a recall waiting for the model never waits behind a long one.
+BATCH_TEXTS = 3 * BATCH
 BULK_ROWS = BATCH  # a full batch: a backlog worth the tokenizer's bulk table
 POLL_S = 60.0  # a look for rows nobody notified us about (another process's, or edited ones)
 LOCK_RETRY_S = 5.0
@@ -168,6 +174,20 @@ class VectorWorker:
             # for itself within a batch. A turn or two (what each `pi -p` leaves) is embedded on
             # the mapped table instead, a few ms per text, not 0.2 s of CPU at every start.
             encoder.prepare_bulk()
-        vectors = encoder.embed([r.text for r in rows])
+        rows, texts = _within_batch(spec, rows)
+        vectors = encoder.embed(texts)
         with self._store.writing("storing vectors") as conn:
             return store_vectors(conn, spec, rows, vectors)
+
+
+def _within_batch(spec: VectorSpec, rows: list[PendingRow]) -> tuple[list[PendingRow], list[str]]:
+    """The first rows whose texts (`piece_texts`) fit `BATCH_TEXTS`, at least one, and those texts."""
+    kept: list[PendingRow] = []
+    texts: list[str] = []
+    for row in rows:
+        pieces = piece_texts(spec, row)
+        if kept and len(texts) + len(pieces) > BATCH_TEXTS:
+            break
+        kept.append(row)
+        texts += pieces
+    return kept, texts

@@ -8,6 +8,7 @@ from datetime import UTC, datetime, timedelta
 
 from pi_memory_bridge.backends.base import BackendError, DeleteReport
 from pi_memory_bridge.backends.memorycore._chunking import parse_iso_ms, utf16_units
+from pi_memory_bridge.prompt_focus import focus_prompt
 
 MAX_QUERY_UNITS = 2048  # search `query` limit (UTF-16 units)
 MAX_SEARCH_LIMIT = 100
@@ -22,7 +23,9 @@ def instant(text: str | None) -> datetime:
 
 
 def clip_query(query: str) -> str:
-    query = query.strip()
+    # a long prompt asks its question after a paste: the server gets the question and the
+    # paste's identifiers, not a head of log cut at the limit
+    query = focus_prompt(query).text.strip()
     if utf16_units(query) <= MAX_QUERY_UNITS:
         return query
     out: list[str] = []

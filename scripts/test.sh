@@ -1,6 +1,14 @@
 #!/usr/bin/env bash
 # One command runs every check: lint + types (Python and the shim against both Pi versions),
 # the shim's own tests, then pytest (unit tests and the real-Pi E2E). Needs scripts/setup.sh first.
+#
+# Most of the suite waits on processes (Pi, sidecars, timers), so it runs in parallel:
+#   1. the static checks in the background, beside
+#   2. pytest's parallel phase (pytest-xdist, PYTEST_WORKERS processes, work stealing), then
+#   3. pytest's serial phase: the tests marked `serial` (they compare a Pi run's wall time with
+#      and without memory, so they run alone on the machine).
+# Coverage (line and branch) of the test processes is printed at the end. Arguments go to both
+# pytest phases (`scripts/test.sh e2e/test_e2e_recall.py -x`).
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 cd "$ROOT"
@@ -11,18 +19,66 @@ if [ ! -x .venv/bin/python ] || [ ! -x "$NODE22_BIN" ]; then
   exit 1
 fi
 export PATH="$ROOT/.venv/bin:$(dirname "$NODE22_BIN"):$PATH"
+# one more worker than cores: the tests mostly wait, and more made real-Pi recall miss its deadline
+WORKERS=${PYTEST_WORKERS:-$(($(nproc) + 1))}
+OUT=$(mktemp -d "${TMPDIR:-/tmp}/pmb-test.XXXXXX")
+trap 'rm -rf "$OUT"' EXIT
 
-echo "== ruff"
-ruff check src tests e2e bench
-echo "== mypy (strict) src/"
-mypy src
-echo "== shim: typecheck against each Pi version"
-for v in "${PI_VERSIONS[@]}"; do
-  echo "   pi $v"
-  (cd extension-shim && node node_modules/typescript/bin/tsc -p "tsconfig.pi-$v.json")
+static_checks() {
+  local pids=() names=() failed=0 i
+  run_check() { # name command...
+    local name=$1
+    shift
+    ("$@" >"$OUT/$name.log" 2>&1) &
+    pids+=($!)
+    names+=("$name")
+  }
+  run_check ruff ruff check src tests e2e bench
+  run_check mypy mypy src
+  for v in "${PI_VERSIONS[@]}"; do
+    run_check "tsc-pi-$v" node extension-shim/node_modules/typescript/bin/tsc -p "extension-shim/tsconfig.pi-$v.json"
+  done
+  run_check shim-tests node --test 'extension-shim/test/*.test.ts'
+  for i in "${!pids[@]}"; do
+    if wait "${pids[$i]}"; then
+      echo "ok     ${names[$i]}" >>"$OUT/static.summary"
+    else
+      echo "FAILED ${names[$i]}" >>"$OUT/static.summary"
+      failed=1
+    fi
+  done
+  return $failed
+}
+
+echo "== static checks (ruff, mypy --strict src/, tsc against each Pi version, the shim's tests) in the background"
+static_checks &
+STATIC_PID=$!
+
+COV=(--cov=pi_memory_bridge --cov-branch --cov-report=)
+run_phase() { # name, pytest args...
+  local name=$1 rc=0
+  shift
+  COVERAGE_FILE="$OUT/coverage.$name" python -m pytest -q -p no:cacheprovider "${COV[@]}" \
+    --junitxml="$OUT/junit.$name.xml" "$@" || rc=$?
+  echo "$rc" >"$OUT/rc.$name"
+}
+
+echo "== pytest, parallel phase ($WORKERS workers)"
+run_phase parallel -n "$WORKERS" --dist worksteal -m "not serial" "$@"
+
+STATIC_RC=0
+wait "$STATIC_PID" || STATIC_RC=$?
+echo "== static checks"
+cat "$OUT/static.summary"
+for log in "$OUT"/*.log; do
+  name=$(basename "$log" .log)
+  if grep -q "^FAILED $name\$" "$OUT/static.summary"; then
+    echo "--- $name"
+    cat "$log"
+  fi
 done
-echo "== shim: unit tests"
-node --test 'extension-shim/test/*.test.ts'
-echo "== pytest"
-# exit code 5 (no tests collected) is a failure like any other non-zero code
-python -m pytest -q -p no:cacheprovider "$@"
+
+echo "== pytest, serial phase (wall-time comparisons, alone on the machine)"
+run_phase serial -n 0 -m serial "$@"
+
+python scripts/suite_summary.py "$OUT" "$STATIC_RC"

@@ -3,7 +3,7 @@
 # the shim's own tests, then pytest (unit tests and the real-Pi E2E). Needs scripts/setup.sh first.
 #
 # Most of the suite waits on processes (Pi, sidecars, timers), so it runs in parallel:
-#   1. the static checks in the background, beside
+#   1. the static checks in the background (one at a time), beside
 #   2. pytest's parallel phase (pytest-xdist, PYTEST_WORKERS processes, work stealing), then
 #   3. pytest's serial phase: the tests marked `serial` (they compare a Pi run's wall time with
 #      and without memory, so they run alone on the machine).
@@ -24,14 +24,19 @@ WORKERS=${PYTEST_WORKERS:-$(($(nproc) + 1))}
 OUT=$(mktemp -d "${TMPDIR:-/tmp}/pmb-test.XXXXXX")
 trap 'rm -rf "$OUT"' EXIT
 
+# One after another (beside pytest, which takes far longer): the shim's tests time child processes
+# and must not share the machine with four other checks too.
 static_checks() {
-  local pids=() names=() failed=0 i
+  local failed=0
   run_check() { # name command...
     local name=$1
     shift
-    ("$@" >"$OUT/$name.log" 2>&1) &
-    pids+=($!)
-    names+=("$name")
+    if "$@" >"$OUT/$name.log" 2>&1; then
+      echo "ok     $name" >>"$OUT/static.summary"
+    else
+      echo "FAILED $name" >>"$OUT/static.summary"
+      failed=1
+    fi
   }
   run_check ruff ruff check src tests e2e bench
   run_check mypy mypy src
@@ -39,14 +44,6 @@ static_checks() {
     run_check "tsc-pi-$v" node extension-shim/node_modules/typescript/bin/tsc -p "extension-shim/tsconfig.pi-$v.json"
   done
   run_check shim-tests node --test 'extension-shim/test/*.test.ts'
-  for i in "${!pids[@]}"; do
-    if wait "${pids[$i]}"; then
-      echo "ok     ${names[$i]}" >>"$OUT/static.summary"
-    else
-      echo "FAILED ${names[$i]}" >>"$OUT/static.summary"
-      failed=1
-    fi
-  done
   return $failed
 }
 

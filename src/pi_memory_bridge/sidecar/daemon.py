@@ -33,9 +33,17 @@ from pathlib import Path
 from typing import Any
 
 from pi_memory_bridge.config import data_dir, default_agent_dir
+from pi_memory_bridge.sidecar.daemon_contract import (
+    LOCK_SUFFIX,
+    RUNTIME_DIR_FALLBACK,
+    RUNTIME_DIR_VARS,
+    SOCKET_DIR_PREFIX,
+    SOCKET_SUFFIX,
+    SOCKET_VAR,
+    read_lock_pid,
+)
 from pi_memory_bridge.sidecar.daemon_start import (
     LOCK_WAIT_S,
-    SOCKET_VAR,
     SocketUnusable,
     bind_socket,
     check_private_dir,
@@ -67,6 +75,7 @@ __all__ = [
 ]
 
 IDLE_VAR = "PI_MEMORY_BRIDGE_DAEMON_IDLE_S"
+_LOCKS = f"*{SOCKET_SUFFIX}{LOCK_SUFFIX}"  # every socket's lock in the runtime dir
 DEFAULT_IDLE_S = 600.0
 DRAIN_S = 2.0  # a connection's requests in flight at `shutdown`, as the stdio sidecar gives them
 ENGINE_CLOSE_S = EXIT_WATCHDOG_S  # a connection's engine shutdown; the stdio sidecar's watchdog
@@ -236,8 +245,8 @@ async def _first(*waits: Coroutine[Any, Any, object]) -> None:
 
 def runtime_dir(env: Mapping[str, str]) -> Path:
     """Where the shim puts this user's sockets (extension-shim/src/daemon.ts, `socketPath`)."""
-    base = env.get("XDG_RUNTIME_DIR") or env.get("TMPDIR") or "/tmp"
-    return Path(base) / f"pi-memory-bridge-{os.getuid()}"
+    base = next((env[v] for v in RUNTIME_DIR_VARS if env.get(v)), RUNTIME_DIR_FALLBACK)
+    return Path(base) / f"{SOCKET_DIR_PREFIX}{os.getuid()}"
 
 
 def _holder(lock: Path) -> int | None:
@@ -252,8 +261,7 @@ def _holder(lock: Path) -> int | None:
             return None  # free: its pid may belong to anyone by now
         except BlockingIOError:
             pass
-        text = os.read(fd, 32).decode(errors="replace").strip()
-        return int(text) if text.isdigit() and int(text) > 1 else None
+        return read_lock_pid(os.read(fd, 32).decode(errors="replace"))
     finally:
         os.close(fd)
 
@@ -261,12 +269,12 @@ def _holder(lock: Path) -> int | None:
 def stop_all(env: Mapping[str, str], timeout_s: float = EXIT_WATCHDOG_S + 1) -> list[int]:
     """SIGTERM every background sidecar of this user and wait for them; the pids stopped."""
     folder = runtime_dir(env)
-    pids = [pid for lock in sorted(folder.glob("*.sock.lock")) if (pid := _holder(lock)) is not None]
+    pids = [pid for lock in sorted(folder.glob(_LOCKS)) if (pid := _holder(lock)) is not None]
     for pid in pids:
         with contextlib.suppress(ProcessLookupError):
             os.kill(pid, signal.SIGTERM)
     deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline and any(_holder(lock) for lock in folder.glob("*.sock.lock")):
+    while time.monotonic() < deadline and any(_holder(lock) for lock in folder.glob(_LOCKS)):
         time.sleep(0.05)
     return pids
 

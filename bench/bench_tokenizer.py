@@ -38,7 +38,7 @@ def corpus() -> list[str]:
     # the two differ ([bos, eos] from sentencepiece, [bos, unk, eos] from the pure one)
     texts = [text for _, text in ordinary_samples() if text.strip()]
     long = " ".join(texts)
-    return [t[:CLIP] for t in texts] + [long[i : i + CLIP] for i in range(0, 20 * CLIP, CLIP)]
+    return [t[:CLIP] for t in texts] + [long[i : i + CLIP] for i in range(0, len(long) - CLIP, CLIP)]
 
 
 def _ids_digest(all_ids: list[list[int]]) -> str:

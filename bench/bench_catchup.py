@@ -34,8 +34,8 @@ from pi_memory_bridge.backends.base import ConversationTurn
 from pi_memory_bridge.backends.local import LocalBackend
 from pi_memory_bridge.catchup.importer import ImportScope, plan_import, run_import
 from pi_memory_bridge.catchup.runner import CatchUpRunner
-from pi_memory_bridge.catchup.service import known_ids_via
 from pi_memory_bridge.catchup.state import SINCE_FILENAME
+from pi_memory_bridge.engine.catch_up_service import known_ids_via
 from pi_memory_bridge.outbox import DeliveryWorker, Outbox
 from pi_memory_bridge.recall import Layer, RecallBudget, recall
 

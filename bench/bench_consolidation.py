@@ -39,9 +39,9 @@ from pi_memory_bridge.backends.base import ConversationTurn
 from pi_memory_bridge.backends.local import LocalBackend
 from pi_memory_bridge.backends.local.learned_rows import MemoryRow
 from pi_memory_bridge.backends.local.memories import LearnedMemories
+from pi_memory_bridge.engine.learning import similar_search
 from pi_memory_bridge.learning.consolidate import JobOutcome, JobSettings, consolidate_once
 from pi_memory_bridge.learning.endpoint import EndpointModel
-from pi_memory_bridge.learning.engine import similar_search
 from pi_memory_bridge.learning.model import Completion, CompletionModel
 from pi_memory_bridge.learning.prompts import EXTRACT_TAG, RECONCILE_TAG
 

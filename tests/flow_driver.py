@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 from pi_memory_bridge.commands.dialog import Flow
 from pi_memory_bridge.engine.dialogs import NO, YES, Answer, FlowRegistry
-from pi_memory_bridge.sidecar.protocol import CommandStep
+from pi_memory_bridge.wire import CommandStep
 
 
 @dataclass(frozen=True)

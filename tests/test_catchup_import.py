@@ -20,11 +20,11 @@ from pi_memory_bridge.capture.identity import BranchIdentity
 from pi_memory_bridge.capture.prepare import live_user_entries, prepare_capture
 from pi_memory_bridge.catchup.importer import ImportPlan, ImportScope, KnownIds, plan_import, run_import
 from pi_memory_bridge.catchup.runner import CatchUpRunner
-from pi_memory_bridge.catchup.service import known_ids_via
 from pi_memory_bridge.catchup.state import CatchUpState
 from pi_memory_bridge.commands.import_flow import ImportDeps, ImportOutcome, import_flow, parse_import_args
+from pi_memory_bridge.engine.catch_up_service import known_ids_via
 from pi_memory_bridge.outbox import DeliveryWorker, Outbox
-from pi_memory_bridge.sidecar.protocol import EntryRef
+from pi_memory_bridge.wire import EntryRef
 
 # every settled turn of the recorded files: 15 in each tree, one of their own in each fork/clone
 EXPECTED_TURNS = 2 * (15 + 1 + 1)

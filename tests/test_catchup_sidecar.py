@@ -14,7 +14,7 @@ import pytest
 from catchup_files import T0_MS, SessionWriter, copy_fixture
 from pi_memory_bridge.engine.core import Engine
 from pi_memory_bridge.sidecar.handshake import handshake
-from pi_memory_bridge.sidecar.protocol import (
+from pi_memory_bridge.wire import (
     CommandAnswerParams,
     CommandRunParams,
     EntryRef,

@@ -14,7 +14,7 @@ from pi_memory_bridge.capture.identity import BranchIdentity, EntryLink, derive_
 from pi_memory_bridge.capture.prepare import live_user_entries, prepare_capture
 from pi_memory_bridge.catchup.reader import SessionLog, parse_session_log
 from pi_memory_bridge.catchup.segments import Captured, LogTurns, Open, Skipped, log_turns
-from pi_memory_bridge.sidecar.protocol import EntryRef
+from pi_memory_bridge.wire import EntryRef
 
 MESSAGES = Path(__file__).parent / "data" / "pi_messages"
 TREE_MARKERS = ("M1 M2 M3 M4 M5 M6 M7 S1 S2 S3 S4 S5 T1 T2 N1").split()

@@ -20,15 +20,15 @@ SCRIPT = textwrap.dedent(
     from pathlib import Path
     from pi_memory_bridge.config import load_config
     from pi_memory_bridge.engine.core import Engine
-    from pi_memory_bridge.sidecar.protocol import RecallParams, SessionParams, TurnSettledParams
+    from pi_memory_bridge.wire import RecallParams, SessionParams, TurnSettledParams
 
     HELD_BACK = (
         "pi_memory_bridge.engine.commands",
         "pi_memory_bridge.engine.status",
-        "pi_memory_bridge.catchup.service",
+        "pi_memory_bridge.engine.catch_up_service",
         "pi_memory_bridge.backends.local.memories",
     )
-    STARTED_AFTER = ("pi_memory_bridge.catchup.service", "pi_memory_bridge.backends.local.memories")
+    STARTED_AFTER = ("pi_memory_bridge.engine.catch_up_service", "pi_memory_bridge.backends.local.memories")
 
     def loaded_now(names):
         return [m for m in names if m in sys.modules]
@@ -89,7 +89,10 @@ def test_the_first_recall_is_answered_before_commands_status_catch_up_and_learni
     out = _run(tmp_path, "recall")
     assert out["opened"] == []
     assert out["answered"] == []
-    assert out["later"] == ["pi_memory_bridge.catchup.service", "pi_memory_bridge.backends.local.memories"]
+    assert out["later"] == [
+        "pi_memory_bridge.engine.catch_up_service",
+        "pi_memory_bridge.backends.local.memories",
+    ]
     assert out["attached"] is True
     assert out["status"] == ["pi_memory_bridge.engine.status"]
 
@@ -98,4 +101,7 @@ def test_a_turn_settled_before_any_recall_finds_learning_attached(tmp_path: Path
     out = _run(tmp_path, "turn")
     assert out["opened"] == []
     assert out["attached_at_once"] is True
-    assert out["later"] == ["pi_memory_bridge.catchup.service", "pi_memory_bridge.backends.local.memories"]
+    assert out["later"] == [
+        "pi_memory_bridge.engine.catch_up_service",
+        "pi_memory_bridge.backends.local.memories",
+    ]

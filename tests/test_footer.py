@@ -23,7 +23,7 @@ from pi_memory_bridge.footer import FooterKind, FooterState
 from pi_memory_bridge.learning.model import Completion
 from pi_memory_bridge.outbox import OutboxCounts
 from pi_memory_bridge.sidecar.handshake import handshake
-from pi_memory_bridge.sidecar.protocol import (
+from pi_memory_bridge.wire import (
     CommandRunParams,
     InitializeParams,
     RecallParams,

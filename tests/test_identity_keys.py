@@ -94,7 +94,7 @@ def test_a_timestamp_identifies_an_entry_only_when_no_other_user_entry_shares_it
 def test_live_capture_keys_a_turn_by_the_entry_that_stores_its_user_message() -> None:
     from pi_memory_bridge.capture.identity import BranchIdentity
     from pi_memory_bridge.capture.prepare import live_user_entries, prepare_capture
-    from pi_memory_bridge.sidecar.protocol import EntryRef
+    from pi_memory_bridge.wire import EntryRef
 
     def msg(role: str, text: str, ts: int) -> dict[str, object]:
         block = {"type": "text", "text": text}

@@ -19,7 +19,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from pi_memory_bridge.capture.identity import MAIN_BRANCH, BranchIdentity, EntryLink, derive_branch
-from pi_memory_bridge.sidecar.protocol import EntryRef
+from pi_memory_bridge.wire import EntryRef
 
 DATA = Path(__file__).parent / "data" / "pi_sessions"
 PI_VERSIONS = ("0.84.4", "1.6.0")

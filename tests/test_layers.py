@@ -40,12 +40,7 @@ LAYERS: dict[str, int] = {
     "skills": DOMAIN,
     "commands": DOMAIN,
     "learning": DOMAIN,  # consolidation into L1: jobs, validation, scheduling
-    "sidecar.protocol": WIRE,  # the wire models: the engine maps the domain to them at its edge
-    # learning's wiring into the sidecar: it speaks the wire (model/complete, notice, consent)
-    "learning.engine": ENGINE,
-    "learning.shim_model": ENGINE,
-    "learning.status": ENGINE,  # its state in words, over a running `Learning`
-    "learning.flows": ENGINE,  # the learning commands built from a running `Learning`
+    "wire": WIRE,  # the wire models: the engine maps the domain to them at its edge
     "engine": ENGINE,
     "sidecar": ENTRY,
     "cli": ENTRY,
@@ -149,7 +144,7 @@ def test_every_top_level_package_has_a_layer() -> None:
         # the domain never sees the wire (flows answer through a Dialog), nor the rest of `sidecar`
         (
             "commands/forget.py",
-            "from pi_memory_bridge.sidecar.protocol import CommandStep\n",
+            "from pi_memory_bridge.wire import CommandStep\n",
             "commands.forget:1",
         ),
         ("commands/forget.py", "from pi_memory_bridge.sidecar import serve\n", "commands.forget:1"),
@@ -162,8 +157,6 @@ def test_the_check_catches(path: str, source: str, expected: str) -> None:
 
 
 def test_the_check_allows_downward_and_wire_imports() -> None:
-    source = (
-        "from pi_memory_bridge.sidecar.protocol import CommandStep\nfrom pi_memory_bridge.redact import x\n"
-    )
+    source = "from pi_memory_bridge.wire import CommandStep\nfrom pi_memory_bridge.redact import x\n"
     assert violations(SRC / "engine/dialogs.py", source) == []
     assert violations(SRC / "commands/forget.py", "from pi_memory_bridge.footer import READY\n") == []

@@ -18,13 +18,13 @@ from pi_memory_bridge.backends.local.memories import LearnedMemories
 from pi_memory_bridge.commands.learning import KEEP, UNDO
 from pi_memory_bridge.config import LearningSettings, global_config_path, load_config
 from pi_memory_bridge.engine.dialogs import FlowRegistry
+from pi_memory_bridge.engine.learning import Learning
+from pi_memory_bridge.engine.learning_flows import learning_command, undo_command
+from pi_memory_bridge.engine.learning_status import describe, sentence, state_text
 from pi_memory_bridge.learning.consent import NO, YES, store_consent
-from pi_memory_bridge.learning.engine import Learning
-from pi_memory_bridge.learning.flows import learning_command, undo_command
 from pi_memory_bridge.learning.project import project_of
 from pi_memory_bridge.learning.scheduler import JobScheduler
-from pi_memory_bridge.learning.status import describe, sentence, state_text
-from pi_memory_bridge.sidecar.protocol import CommandStep
+from pi_memory_bridge.wire import CommandStep
 
 
 class RecordingPeer:
@@ -253,7 +253,7 @@ async def test_undo_command_previews_starts_on_no_and_reverts(tmp_path: Path, ba
 async def test_turns_still_on_their_way_through_the_outbox_are_picked_up(
     tmp_path: Path, backend: LocalBackend
 ) -> None:
-    from pi_memory_bridge.learning import engine
+    from pi_memory_bridge.engine import learning as engine
 
     model = ScriptedModel(extract(("fact", "The team deploys with Helm.", ["t1"])))
     learning, _ = _learning(tmp_path, backend, model, enabled=True)

@@ -22,13 +22,13 @@ from pi_memory_bridge.commands.learning import UNDO, describe_job
 from pi_memory_bridge.config import LearningSettings
 from pi_memory_bridge.embeddings import ModelHandle
 from pi_memory_bridge.engine.dialogs import FlowRegistry
+from pi_memory_bridge.engine.learning import Learning
+from pi_memory_bridge.engine.learning_flows import undo_command
+from pi_memory_bridge.engine.learning_status import describe
 from pi_memory_bridge.learning.consolidate import JobOutcome, JobSettings
-from pi_memory_bridge.learning.engine import Learning
 from pi_memory_bridge.learning.enrich_job import enrich_once
-from pi_memory_bridge.learning.flows import undo_command
 from pi_memory_bridge.learning.model import ModelError
 from pi_memory_bridge.learning.reasons import FailReason
-from pi_memory_bridge.learning.status import describe
 
 MAGIC = "I can't stand magic numbers; every constant gets a descriptive name."
 HELM = "The team deploys with Helm."

@@ -23,7 +23,7 @@ from pi_memory_bridge.config import global_config_path
 from pi_memory_bridge.engine.core import Engine
 from pi_memory_bridge.learning.scheduler import JobScheduler
 from pi_memory_bridge.sidecar.handshake import handshake
-from pi_memory_bridge.sidecar.protocol import (
+from pi_memory_bridge.wire import (
     CommandAnswerParams,
     CommandRunParams,
     InitializeParams,

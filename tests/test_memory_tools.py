@@ -12,7 +12,6 @@ from fake_backend import FakeBackend, mem, turn
 from pi_memory_bridge.backends.base import BackendUnavailable, Capability
 from pi_memory_bridge.engine.core import Engine
 from pi_memory_bridge.sidecar.handshake import handshake
-from pi_memory_bridge.sidecar.protocol import CommandRunParams, InitializeParams, ToolCallParams
 from pi_memory_bridge.tools.memory import (
     TOOL_CLOSE,
     TOOL_OPEN,
@@ -22,6 +21,7 @@ from pi_memory_bridge.tools.memory import (
     memory_search,
     readable,
 )
+from pi_memory_bridge.wire import CommandRunParams, InitializeParams, ToolCallParams
 
 SECRET = "ghp_" + "a1B2c3D4e5F6g7H8i9J0k1L2m3N4o5P6q7R8"
 

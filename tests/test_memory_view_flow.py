@@ -18,7 +18,7 @@ from pi_memory_bridge.commands.pause import ProjectPause, project_key, set_pause
 from pi_memory_bridge.commands.status import render_status
 from pi_memory_bridge.config import global_config_path, load_config
 from pi_memory_bridge.engine.core import Engine
-from pi_memory_bridge.sidecar.protocol import Footer, RecallParams, ToolCallParams, TurnSettledParams
+from pi_memory_bridge.wire import Footer, RecallParams, ToolCallParams, TurnSettledParams
 
 SECRET = "sk-proj-" + "Zx9Yw8Vu7Ts6Rq5Po4Nm3Lk2Ji1Hg0FeDcBa98"
 

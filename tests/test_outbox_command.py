@@ -12,7 +12,7 @@ from flow_driver import drive
 from pi_memory_bridge.backends.base import ConversationTurn
 from pi_memory_bridge.commands.outbox_ops import OutboxDeps, outbox_flow
 from pi_memory_bridge.outbox import DeliveryReport, Outbox, OutboxCounts
-from pi_memory_bridge.sidecar.protocol import CommandStep
+from pi_memory_bridge.wire import CommandStep
 
 
 @pytest.fixture

@@ -174,7 +174,7 @@ async def test_forgetting_a_turn_scrubs_the_prompt_it_was(local: LocalBackend, l
 async def test_the_engine_records_a_trace_per_prompt(tmp_path: Path) -> None:
     from pi_memory_bridge.config import load_config
     from pi_memory_bridge.engine.core import Engine
-    from pi_memory_bridge.sidecar.protocol import RecallParams
+    from pi_memory_bridge.wire import RecallParams
 
     agent = tmp_path / "agent"
     env = {"PI_CODING_AGENT_DIR": str(agent), "HOME": str(tmp_path)}

@@ -13,8 +13,8 @@ from pi_memory_bridge.backends.local import LocalBackend
 from pi_memory_bridge.embeddings import disabled_handle
 from pi_memory_bridge.engine.core import Engine
 from pi_memory_bridge.sidecar.handshake import handshake
-from pi_memory_bridge.sidecar.protocol import InitializeParams
 from pi_memory_bridge.tools.search_report import search_report
+from pi_memory_bridge.wire import InitializeParams
 
 OFF = "turned off by PI_MEMORY_BRIDGE_EMBEDDINGS"
 

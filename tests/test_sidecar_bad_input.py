@@ -21,7 +21,7 @@ from pi_memory_bridge.config import LoadedConfig
 from pi_memory_bridge.engine import backend_slot
 from pi_memory_bridge.engine.core import Engine
 from pi_memory_bridge.sidecar.handshake import handshake
-from pi_memory_bridge.sidecar.protocol import InitializeParams, RecallParams, TurnSettledParams
+from pi_memory_bridge.wire import InitializeParams, RecallParams, TurnSettledParams
 
 DEADLINE_MS = 600
 

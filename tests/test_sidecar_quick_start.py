@@ -17,7 +17,7 @@ from typing import Any
 
 from pi_memory_bridge.config import _paths
 from pi_memory_bridge.sidecar import quick_start
-from pi_memory_bridge.sidecar.protocol import InitializeParams
+from pi_memory_bridge.wire import InitializeParams
 from sidecar_client import SidecarProcess, sidecar_argv
 
 

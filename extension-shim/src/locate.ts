@@ -9,7 +9,7 @@ import { delimiter, join } from "node:path";
 
 export const SIDECAR_NAME = "pi-memory-bridge";
 export const INSTALL_COMMAND = "uv tool install pi-memory-bridge";
-export const NOT_INSTALLED = `${SIDECAR_NAME} is not installed: run \`${INSTALL_COMMAND}\` (or pipx install ${SIDECAR_NAME})`;
+export const NOT_INSTALLED = `not installed or not on PATH: run \`${INSTALL_COMMAND}\` (or pipx), or set PI_MEMORY_BRIDGE_CMD for a venv`;
 
 export type Located = { ok: true; cmd: string; args: string[]; from: string } | { ok: false; reason: string };
 

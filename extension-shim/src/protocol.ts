@@ -1,4 +1,4 @@
-/** Wire types of the shim <-> sidecar protocol (the Python side documents every method: pi_memory_bridge/sidecar/protocol.py). */
+/** Wire types of the shim <-> sidecar protocol (the Python side documents every method: pi_memory_bridge/wire.py). */
 import type { FOOTER_TEMPLATES } from "./generated/tables.ts";
 
 export const PROTOCOL_VERSION = "1.0";

@@ -62,5 +62,6 @@ test("a file that is not executable does not count; nothing found names the inst
 	const found = locateSidecar({ HOME: home, PATH: join(root, "bin") }, shim);
 	assert.equal(found.ok, false);
 	assert.ok(!found.ok && found.reason.includes(INSTALL_COMMAND));
+	assert.ok(!found.ok && found.reason.includes("PI_MEMORY_BRIDGE_CMD")); // the venv route
 	assert.ok(!found.ok && `memory: unavailable (${found.reason})`.length <= 140);
 });

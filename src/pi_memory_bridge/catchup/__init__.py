@@ -8,8 +8,8 @@
 
 Modules: `reader` (session files, fail-closed), `segments` (turns as live capture sees them),
 `files` (finding and reading files against their watermark), `state` (watermarks, import jobs,
-when capture started), `runner` (the background passes), `importer` (preview and import),
-`service` (what a sidecar wires up); the CLI command is `cli.import_sessions`.
+when capture started), `runner` (the background passes), `importer` (preview and import). What a
+sidecar wires up is `engine.catch_up_service`; the CLI command is `cli.import_sessions`.
 
-Nothing is imported here: the engine loads `service` in the background, after it is ready.
+Nothing is imported here: the engine loads its service in the background, after it is ready.
 """

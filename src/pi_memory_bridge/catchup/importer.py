@@ -38,12 +38,14 @@ class ImportScope:
     session_file: Path | None = None
 
     def describe(self) -> str:
-        parts = []
-        if self.session_file is not None:
-            parts.append(f"session {self.session_file}")
-        if self.since_ms is not None:
-            parts.append(f"since {datetime.fromtimestamp(self.since_ms / 1000).astimezone():%Y-%m-%d %H:%M}")
-        return ", ".join(parts) or "every session of this agent dir"
+        """A noun phrase ("import from <this>")."""
+        where = (
+            "every session of this agent dir" if self.session_file is None else f"session {self.session_file}"
+        )
+        if self.since_ms is None:
+            return where
+        since = f"{datetime.fromtimestamp(self.since_ms / 1000).astimezone():%Y-%m-%d %H:%M}"
+        return f"sessions since {since}" if self.session_file is None else f"{where}, turns since {since}"
 
     def same_as(self, job: ImportJob) -> bool:
         session = str(self.session_file) if self.session_file is not None else None

@@ -16,7 +16,8 @@ if TYPE_CHECKING:
 # for the other commands.
 
 
-def _parser() -> argparse.ArgumentParser:
+def _parser() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParser]]:
+    """The parser, and each subcommand's own parser (a usage error names the subcommand's usage)."""
     import argparse
 
     from pi_memory_bridge.cli import memory_args
@@ -68,7 +69,7 @@ def _parser() -> argparse.ArgumentParser:
     review.add_argument("action", nargs="*", default=[], help="list | accept N | dismiss N")
     review.add_argument("--json", action="store_true", help="list: print JSON")
     review.add_argument("--yes", action="store_true", help="accept/dismiss: do not ask")
-    return parser
+    return parser, sub.choices
 
 
 EXIT_INTERRUPTED = 130  # 128 + SIGINT, what a shell reports for Ctrl-C
@@ -106,7 +107,12 @@ def _run(argv: list[str] | None) -> int:
     pin_environment()
     from pi_memory_bridge.cli import memory_args
 
-    args = _parser().parse_args(argv)
+    parser, commands = _parser()
+    args, extra = parser.parse_known_args(argv)
+    own = commands.get(args.command or "")
+    if extra:
+        # argparse reports a subcommand's unknown flag with the usage of all subcommands
+        (own or parser).error(f"unrecognized arguments: {' '.join(extra)}")
     if args.version:
         from pi_memory_bridge._version import PROTOCOL_VERSION, __version__
 
@@ -144,6 +150,10 @@ def _run(argv: list[str] | None) -> int:
 
         return memory_cmds.forget_scripted(args.query, args.id, args.yes)
     if args.command == "forget":
+        if not args.query.strip():
+            (own or parser).error(
+                "give the words to look for, e.g. pi-memory-bridge forget 'staging cluster'"
+            )
         from pi_memory_bridge.cli.terminal import forget
 
         return forget(args.query)
@@ -155,8 +165,7 @@ def _run(argv: list[str] | None) -> int:
         from pi_memory_bridge.cli.terminal import redact_rescan
 
         if not args.rescan:
-            print("usage: pi-memory-bridge redact --rescan", file=sys.stderr)
-            return 2
+            (own or parser).error("say --rescan to apply the current rules to what is stored")
         return redact_rescan()
     if args.command in ("consolidate", "undo"):
         from pi_memory_bridge.cli import learning_cmds as learning_cli
@@ -181,7 +190,7 @@ def _run(argv: list[str] | None) -> int:
         from pi_memory_bridge.ui.server import run as run_ui
 
         return run_ui(port=args.port, open_browser=not args.no_open, idle_minutes=args.idle_minutes)
-    _parser().print_help(sys.stderr)
+    parser.print_help(sys.stderr)
     return 2
 
 

@@ -21,9 +21,9 @@ from pi_memory_bridge.backends.local import LocalBackend
 from pi_memory_bridge.backends.local.memories import LearnedMemories
 from pi_memory_bridge.commands.learning import UndoDeps, describe_job, undo_flow
 from pi_memory_bridge.config import LearningSettings, default_agent_dir, load_config
+from pi_memory_bridge.engine.learning import job_settings, similar_search
 from pi_memory_bridge.learning.consolidate import JobOutcome, consolidate_once
 from pi_memory_bridge.learning.endpoint import EndpointModel
-from pi_memory_bridge.learning.engine import job_settings, similar_search
 from pi_memory_bridge.redact import redact_text
 
 Ask = Callable[[str], str]

@@ -9,12 +9,14 @@ from pathlib import Path
 SECTIONS = ("all", "profile", "memories", "conversation", "notes")
 OWN = frozenset({"list", "show", "edit", "export", "import", "status", "pause", "resume", "install-sdk"})
 DEFAULT_LIMIT = 20
+# backends.base.AtomicType's values (a test keeps them equal): the parser must not import pydantic
+KINDS = ("fact", "preference", "constraint", "event", "instruction", "decision", "pitfall")
 
 
 def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     ls = sub.add_parser("list", help="list what memory holds: profile, memories by kind, conversation, notes")
     ls.add_argument("section", nargs="?", default="all", choices=SECTIONS)
-    ls.add_argument("--kind", help="only memories of this kind (fact, preference, constraint, ...)")
+    ls.add_argument("--kind", choices=KINDS, help="only memories of this kind")
     ls.add_argument("--limit", type=int, default=DEFAULT_LIMIT, help="items per section (default 20)")
     ls.add_argument("--json", action="store_true", help="print JSON (shape in README)")
     show = sub.add_parser("show", help="show one item in full (its ref from `list`, e.g. L1:at-…)")

@@ -19,11 +19,11 @@ from pi_memory_bridge.config import LoadedConfig, data_dir
 from pi_memory_bridge.engine.backend_slot import BackendSlot
 from pi_memory_bridge.engine.capture import CaptureStats
 from pi_memory_bridge.engine.footer import FooterModel
+from pi_memory_bridge.engine.learning import Learning
 from pi_memory_bridge.engine.notifier import Notifier
 from pi_memory_bridge.engine.recall import Recall
 from pi_memory_bridge.engine.sessions import Sessions
 from pi_memory_bridge.engine.status import Status
-from pi_memory_bridge.learning.engine import Learning
 from pi_memory_bridge.outbox.delivery import CaptureDelivery
 from pi_memory_bridge.redact import redact_text
 

@@ -17,7 +17,7 @@ from pi_memory_bridge.engine.footer import FooterModel
 from pi_memory_bridge.engine.sessions import Sessions
 from pi_memory_bridge.engine.skills import SkillCapture
 from pi_memory_bridge.redact import redact_text
-from pi_memory_bridge.sidecar.protocol import Footer, TurnSettledParams, TurnSettledResult
+from pi_memory_bridge.wire import Footer, TurnSettledParams, TurnSettledResult
 
 log = logging.getLogger(__name__)
 

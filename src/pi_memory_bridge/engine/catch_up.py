@@ -13,13 +13,13 @@ from typing import TYPE_CHECKING
 
 from pi_memory_bridge.config import LoadedConfig
 from pi_memory_bridge.engine.backend_slot import BackendSlot
-from pi_memory_bridge.sidecar.protocol import CommandRunParams
+from pi_memory_bridge.wire import CommandRunParams
 
 if TYPE_CHECKING:  # not imported at run time: the engine opens without the commands' modules
     from pi_memory_bridge.catchup.runner import CatchUpRunner
-    from pi_memory_bridge.catchup.service import SidecarImports
     from pi_memory_bridge.commands.dialog import Flow
     from pi_memory_bridge.commands.status import Problem
+    from pi_memory_bridge.engine.catch_up_service import SidecarImports
 
 log = logging.getLogger(__name__)
 
@@ -52,7 +52,9 @@ class CatchUp:
         try:
             if after is not None:
                 await after()  # returns at once when the engine shuts down: see `stop`
-            service = await asyncio.to_thread(importlib.import_module, "pi_memory_bridge.catchup.service")
+            service = await asyncio.to_thread(
+                importlib.import_module, "pi_memory_bridge.engine.catch_up_service"
+            )
             if self._closing:
                 return
             slot = self._slot
@@ -69,8 +71,8 @@ class CatchUp:
             self.runner.nudge()
 
     def import_flow(self, p: CommandRunParams) -> Flow:
-        from pi_memory_bridge.catchup import service
         from pi_memory_bridge.commands.import_flow import import_flow
+        from pi_memory_bridge.engine import catch_up_service as service
 
         if self.imports is None:
             slot = self._slot
@@ -81,17 +83,17 @@ class CatchUp:
         return lambda dialog: import_flow(deps, p.args, dialog, cwd=self._cwd)
 
     def problems(self) -> list[Problem]:
-        from pi_memory_bridge.catchup import service
+        from pi_memory_bridge.engine import catch_up_service as service
 
         return service.status_problems(self.runner)
 
     def status_line(self) -> str:
-        from pi_memory_bridge.catchup import service
+        from pi_memory_bridge.engine import catch_up_service as service
 
         return service.status_line(self.runner, self._loaded, self.imports)
 
     def status_sentence(self) -> str:
-        from pi_memory_bridge.catchup import service
+        from pi_memory_bridge.engine import catch_up_service as service
 
         return service.status_sentence(self.runner, self._loaded, self.imports)
 

@@ -15,14 +15,14 @@ from pi_memory_bridge.commands.review import review_flow
 from pi_memory_bridge.commands.status import render_status
 from pi_memory_bridge.engine.backend_slot import BackendSlot
 from pi_memory_bridge.engine.catch_up import CatchUp
+from pi_memory_bridge.engine.learning import Learning
+from pi_memory_bridge.engine.learning_flows import learning_command, undo_command
 from pi_memory_bridge.engine.skills import skill_source
 from pi_memory_bridge.engine.status import Status
-from pi_memory_bridge.learning.engine import Learning
-from pi_memory_bridge.learning.flows import learning_command, undo_command
 from pi_memory_bridge.recall.trace_log import TraceLog
 from pi_memory_bridge.rpc.errors import InvalidParams
-from pi_memory_bridge.sidecar.protocol import CommandRunParams
 from pi_memory_bridge.tools.memory import ToolFailure, memory_save
+from pi_memory_bridge.wire import CommandRunParams
 
 FlowFactory = Callable[[CommandRunParams], Flow]
 

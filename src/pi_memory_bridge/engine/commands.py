@@ -12,10 +12,10 @@ from pi_memory_bridge.engine.backend_slot import BackendSlot
 from pi_memory_bridge.engine.command_flows import CommandFlows
 from pi_memory_bridge.engine.dialogs import FlowRegistry, UnknownFlow
 from pi_memory_bridge.engine.footer import FooterModel
+from pi_memory_bridge.engine.learning import Learning
 from pi_memory_bridge.engine.status import Status
-from pi_memory_bridge.learning.engine import Learning
 from pi_memory_bridge.rpc.errors import InvalidParams
-from pi_memory_bridge.sidecar.protocol import CommandAnswerParams, CommandRunParams, CommandStep, Footer
+from pi_memory_bridge.wire import CommandAnswerParams, CommandRunParams, CommandStep, Footer
 
 
 class Commands:

@@ -29,15 +29,15 @@ from pi_memory_bridge.engine.backend_slot import BackendSlot
 from pi_memory_bridge.engine.capture import Capture
 from pi_memory_bridge.engine.catch_up import CatchUp
 from pi_memory_bridge.engine.footer import FooterModel
+from pi_memory_bridge.engine.learning import Learning, Peer
 from pi_memory_bridge.engine.notifier import Notifier, Notify
 from pi_memory_bridge.engine.recall import Recall
 from pi_memory_bridge.engine.sessions import Sessions
 from pi_memory_bridge.engine.skills import SkillCapture
 from pi_memory_bridge.engine.tools import Tools
 from pi_memory_bridge.footer import FooterState
-from pi_memory_bridge.learning.engine import Learning, Peer
 from pi_memory_bridge.recall.trace_log import TraceLog, open_trace_log
-from pi_memory_bridge.sidecar.protocol import (
+from pi_memory_bridge.wire import (
     CommandAnswerParams,
     CommandRunParams,
     CommandStep,

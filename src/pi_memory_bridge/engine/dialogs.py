@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from pi_memory_bridge.commands.dialog import Cancelled, Flow, Outcome
-from pi_memory_bridge.sidecar.protocol import CommandStep
+from pi_memory_bridge.wire import CommandStep
 
 Answer = bool | str | list[str] | None
 FLOW_TTL_S = 15 * 60

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pi_memory_bridge import footer
-from pi_memory_bridge.sidecar.protocol import Footer, RecallResult, ToolCallResult, TurnSettledResult
+from pi_memory_bridge.wire import Footer, RecallResult, ToolCallResult, TurnSettledResult
 
 RESUME_HINT = "/tdai-memory-resume turns it back on"
 

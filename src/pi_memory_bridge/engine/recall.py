@@ -10,7 +10,7 @@ from pi_memory_bridge.engine.backend_slot import BackendSlot
 from pi_memory_bridge.engine.footer import FooterModel
 from pi_memory_bridge.recall import Layer, RecallBudget, RecallOutcome, recall
 from pi_memory_bridge.recall.trace_log import TraceLog
-from pi_memory_bridge.sidecar.protocol import Footer, LayerReport, RecallParams, RecallResult
+from pi_memory_bridge.wire import Footer, LayerReport, RecallParams, RecallResult
 
 # The share of the recall deadline a prompt waits for a store that is still opening.
 OPEN_WAIT_SHARE = 0.5

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pi_memory_bridge.capture.identity import BranchIdentity, EntryLink, derive_branch
-from pi_memory_bridge.sidecar.protocol import EntryRef, SessionParams, SessionResult
+from pi_memory_bridge.wire import EntryRef, SessionParams, SessionResult
 
 
 def _links(entries: list[EntryRef]) -> list[EntryLink]:

@@ -26,10 +26,10 @@ from pi_memory_bridge.config import LoadedConfig
 from pi_memory_bridge.engine.backend_slot import BackendSlot
 from pi_memory_bridge.engine.capture import CaptureStats
 from pi_memory_bridge.engine.catch_up import CatchUp
+from pi_memory_bridge.engine.learning import Learning
+from pi_memory_bridge.engine.learning_status import describe, sentence
 from pi_memory_bridge.engine.recall import Recall
 from pi_memory_bridge.engine.sessions import Sessions
-from pi_memory_bridge.learning.engine import Learning
-from pi_memory_bridge.learning.status import describe, sentence
 from pi_memory_bridge.outbox import OutboxCounts
 from pi_memory_bridge.redact import redact_text
 

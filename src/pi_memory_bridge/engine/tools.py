@@ -9,7 +9,6 @@ from pi_memory_bridge.backends.base import MemoryBackend
 from pi_memory_bridge.config import LoadedConfig
 from pi_memory_bridge.engine.backend_slot import BackendSlot
 from pi_memory_bridge.engine.skills import skill_source
-from pi_memory_bridge.sidecar.protocol import ToolCallParams, ToolCallResult
 from pi_memory_bridge.tools.memory import (
     ToolFailure,
     conversation_search,
@@ -17,6 +16,7 @@ from pi_memory_bridge.tools.memory import (
     memory_search,
     readable,
 )
+from pi_memory_bridge.wire import ToolCallParams, ToolCallResult
 
 
 class Tools:

@@ -11,6 +11,6 @@ endpoint     an OpenAI-compatible endpoint the user configured (httpx)
 budget       the daily token budget
 scheduler    when jobs run (idle, every N turns, on demand), one at a time, in the background
 consent      the one-time question's answer, stored in the global config
-engine       the sidecar's entry points into all of the above
-cli          `pi-memory-bridge consolidate` and `undo`
+The sidecar's wiring into all of the above is `engine.learning` (with `engine.learning_status`,
+`engine.learning_flows`, `engine.shim_model`); the CLI commands are `cli.learning_cmds`.
 """

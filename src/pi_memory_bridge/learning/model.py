@@ -1,6 +1,6 @@
 """The model consolidation runs on: one completion in, text + usage + stop reason out.
 
-Two ways to reach one. `ShimModel` (`learning.shim_model`) asks the Pi extension
+Two ways to reach one. `ShimModel` (`engine.shim_model`) asks the Pi extension
 (`model/complete`), which runs it on the user's model through Pi's own registry and auth, outside
 the session. `EndpointModel` (`learning.endpoint`) calls an OpenAI-compatible server the user
 configured, such as a local Ollama, and works without Pi. Every failure is a `ModelError` with the

@@ -1,2 +1,2 @@
-"""The process Pi's extension spawns: `serve` (endpoint and handlers), `handshake`, the wire models
-(`protocol`) and `logs`. Nothing is re-exported here, so importing `sidecar.protocol` stays cheap."""
+"""The process Pi's extension spawns: `serve` (endpoint and handlers), `handshake`, `daemon` and
+`logs`; the wire models are `pi_memory_bridge.wire`. Nothing is re-exported here."""

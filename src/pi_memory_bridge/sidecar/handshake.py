@@ -15,14 +15,14 @@ from pi_memory_bridge._version import PROTOCOL_VERSION, __version__
 from pi_memory_bridge.config import LoadedConfig, default_agent_dir, load_config
 from pi_memory_bridge.footer import initial
 from pi_memory_bridge.rpc.errors import ProtocolVersionMismatch
-from pi_memory_bridge.sidecar.protocol import (
+from pi_memory_bridge.sidecar.versions import UPGRADE_HINT, version_mismatch
+from pi_memory_bridge.wire import (
     ConfigState,
     Footer,
     InitializeParams,
     InitializeResult,
     RecallLimits,
 )
-from pi_memory_bridge.sidecar.versions import UPGRADE_HINT, version_mismatch
 
 log = logging.getLogger(__name__)
 

@@ -53,7 +53,7 @@ _ENV_NAMES = daemon_contract.ANSWER_ENV_NAMES
 _ENV_IGNORED = frozenset(daemon_contract.PER_RUN_VARS)
 # The code that computes the answer: a change to any of it (an edit, an upgrade) is a miss.
 _PACKAGE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-_CODE = ("config", "sidecar/handshake.py", "sidecar/protocol.py", "sidecar/quick_start.py", "footer.py")
+_CODE = ("config", "sidecar/handshake.py", "wire.py", "sidecar/quick_start.py", "footer.py")
 
 
 class Prelude:

@@ -1,4 +1,4 @@
-"""`pi-memory-bridge serve`: the sidecar the Pi extension spawns (protocol in `protocol`).
+"""`pi-memory-bridge serve`: the sidecar the Pi extension spawns (protocol in `pi_memory_bridge.wire`).
 
 The handshake is answered from the configuration alone (`handshake`); the memory engine
 (`engine.core.Engine`: store, outbox, recall, capture) is imported and opened right after, in the
@@ -32,7 +32,8 @@ from pi_memory_bridge.rpc.framing import DEFAULT_MAX_LINE_BYTES
 from pi_memory_bridge.rpc.server import ByteReader
 from pi_memory_bridge.sidecar.handshake import Handshake, handshake
 from pi_memory_bridge.sidecar.logs import setup_logging
-from pi_memory_bridge.sidecar.protocol import (
+from pi_memory_bridge.sidecar.quick_start import Prelude, agent_dir_of, canonical, store_answer
+from pi_memory_bridge.wire import (
     CommandAnswerParams,
     CommandRunParams,
     CommandStep,
@@ -54,12 +55,11 @@ from pi_memory_bridge.sidecar.protocol import (
     TurnSettledParams,
     TurnSettledResult,
 )
-from pi_memory_bridge.sidecar.quick_start import Prelude, agent_dir_of, canonical, store_answer
 
 if TYPE_CHECKING:
     from pi_memory_bridge.engine.core import Engine
+    from pi_memory_bridge.engine.learning import Peer
     from pi_memory_bridge.engine.notifier import Notify
-    from pi_memory_bridge.learning.engine import Peer
 
 log = logging.getLogger(__name__)
 EXIT_WATCHDOG_S = 5.0

@@ -1,8 +1,9 @@
-"""The optional `ui` extra: which packages the inspector needs and how to install them.
+"""Which packages the inspector needs and how to install them.
 
-Importable without them, so the CLI and `/tdai-memory-ui` can name the install command instead of
-failing with an ImportError. Keep `UI_REQUIREMENTS` in step with pyproject's `ui` extra (a test
-checks that they agree).
+They are plain dependencies of the package, but an install can still lack them (a wheel installed
+with `--no-deps`, a vendored copy): this module is importable without them, so the CLI and
+`/tdai-memory-ui` name the install command instead of failing with an ImportError. Keep
+`UI_REQUIREMENTS` in step with pyproject's dependencies (a test checks it).
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ import importlib.util
 import shlex
 import sys
 
-# import name -> requirement as in pyproject's `ui` extra
+# import name -> requirement as in pyproject's dependencies
 UI_REQUIREMENTS: dict[str, str] = {
     "starlette": "starlette>=0.46",
     "uvicorn": "uvicorn>=0.34",
@@ -21,12 +22,12 @@ UI_REQUIREMENTS: dict[str, str] = {
 
 
 def missing_packages() -> list[str]:
-    """Requirements of the extra whose package cannot be imported here."""
+    """Requirements of the inspector whose package cannot be imported here."""
     return [req for module, req in UI_REQUIREMENTS.items() if importlib.util.find_spec(module) is None]
 
 
 def install_command() -> str:
-    """The command that installs the extra into the interpreter running this code."""
+    """The command that installs them into the interpreter running this code."""
     reqs = " ".join(shlex.quote(r) for r in UI_REQUIREMENTS.values())
     return f"{shlex.quote(sys.executable)} -m pip install {reqs}"
 
@@ -36,7 +37,6 @@ def missing_message() -> str | None:
     if not missing:
         return None
     return (
-        "the memory inspector needs the optional 'ui' packages, which are not installed "
-        f"({', '.join(missing)}). Install them with:\n  {install_command()}\n"
-        "(or install pi-memory-bridge with its extra: pip install 'pi-memory-bridge[ui]')"
+        "the memory inspector needs packages that this install of pi-memory-bridge lacks "
+        f"({', '.join(missing)}). Install them with:\n  {install_command()}"
     )

@@ -5,11 +5,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from pi_memory_bridge.learning.status import model_label
+from pi_memory_bridge.engine.learning_status import model_label
 
 if TYPE_CHECKING:
     from pi_memory_bridge.commands.dialog import Flow
-    from pi_memory_bridge.learning.engine import Learning
+    from pi_memory_bridge.engine.learning import Learning
 
 
 def undo_command(learning: Learning, args: str) -> Flow:

@@ -29,13 +29,13 @@ from pydantic import BaseModel
 
 from pi_memory_bridge.backends.base import BackendError, MemoryBackend
 from pi_memory_bridge.config import LearningSettings
+from pi_memory_bridge.engine.learning_status import state_text
+from pi_memory_bridge.engine.shim_model import ShimModel
 from pi_memory_bridge.learning.model import CompletionModel
 from pi_memory_bridge.learning.project import project_of
 from pi_memory_bridge.learning.scheduler import JobScheduler
-from pi_memory_bridge.learning.shim_model import ShimModel
-from pi_memory_bridge.learning.status import state_text
 from pi_memory_bridge.learning.working import WorkingModel
-from pi_memory_bridge.sidecar.protocol import ConsentNeeded, LearningTriggerResult, Notice
+from pi_memory_bridge.wire import ConsentNeeded, LearningTriggerResult, Notice
 
 if TYPE_CHECKING:
     from pi_memory_bridge.backends.local.memories import LearnedMemories

@@ -1,7 +1,7 @@
 """`ShimModel`: a completion run by the Pi extension (`model/complete`) on the user's model.
 
 It speaks the wire (the request's models and error codes), so it sits with the learning wiring
-(`learning.engine`) above the domain, which knows only `CompletionModel`.
+(`engine.learning`) above the domain, which knows only `CompletionModel`.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from pydantic import BaseModel, ValidationError
 from pi_memory_bridge.learning.model import Completion, ModelError
 from pi_memory_bridge.learning.reasons import FailReason
 from pi_memory_bridge.rpc import PeerError, PeerGone
-from pi_memory_bridge.sidecar.protocol import (
+from pi_memory_bridge.wire import (
     MODEL_NO_AUTH,
     MODEL_NOT_FOUND,
     MODEL_TIMEOUT,

@@ -12,7 +12,7 @@ from pi_memory_bridge.learning.budget import budget_day
 from pi_memory_bridge.learning.reasons import FailReason
 
 if TYPE_CHECKING:
-    from pi_memory_bridge.learning.engine import Learning
+    from pi_memory_bridge.engine.learning import Learning
 
 
 def model_label(learning: Learning) -> str:

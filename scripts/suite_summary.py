@@ -40,7 +40,7 @@ class Counts:
 def coverage_line(out: Path) -> str:
     files = [str(out / f"coverage.{phase}") for phase in PHASES if (out / f"coverage.{phase}").is_file()]
     if not files:
-        return "coverage: no data"
+        return "coverage: not measured (SUITE_COVERAGE=0)"
     cov = coverage.Coverage(data_file=str(out / "coverage"))
     cov.combine(files, keep=True)
     cov.save()

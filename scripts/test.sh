@@ -51,11 +51,16 @@ echo "== static checks (ruff, mypy --strict src/, tsc against each Pi version, t
 static_checks &
 STATIC_PID=$!
 
-COV=(--cov=pi_memory_bridge --cov-branch --cov-report=)
+# Coverage nearly doubles the CPU time of the in-process unit tests (measured: 24 -> 43 s user for
+# 552 of them); SUITE_COVERAGE=0 skips it for a quicker loop.
+COV=()
+if [ "${SUITE_COVERAGE:-1}" != 0 ]; then
+  COV=(--cov=pi_memory_bridge --cov-branch --cov-report=)
+fi
 run_phase() { # name, pytest args...
   local name=$1 rc=0
   shift
-  COVERAGE_FILE="$OUT/coverage.$name" python -m pytest -q -p no:cacheprovider "${COV[@]}" \
+  COVERAGE_FILE="$OUT/coverage.$name" python -m pytest -q -p no:cacheprovider ${COV[@]+"${COV[@]}"} \
     --junitxml="$OUT/junit.$name.xml" "$@" || rc=$?
   echo "$rc" >"$OUT/rc.$name"
 }

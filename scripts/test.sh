@@ -5,7 +5,8 @@
 # Most of the suite waits on processes (Pi, sidecars, timers), so it runs in parallel:
 #   1. the static checks in the background (one at a time), beside
 #   2. pytest's parallel phase (pytest-xdist, PYTEST_WORKERS processes, work stealing), then
-#   3. pytest's serial phase: the tests marked `serial` (they compare a Pi run's wall time with
+#   3. the shim's own tests (node --test), then
+#   4. pytest's serial phase: the tests marked `serial` (they compare a Pi run's wall time with
 #      and without memory, so they run alone on the machine).
 # Coverage (line and branch) of the test processes is printed at the end. Arguments go to both
 # pytest phases (`scripts/test.sh e2e/test_e2e_recall.py -x`).
@@ -24,8 +25,8 @@ WORKERS=${PYTEST_WORKERS:-$(($(nproc) + 1))}
 OUT=$(mktemp -d "${TMPDIR:-/tmp}/pmb-test.XXXXXX")
 trap 'rm -rf "$OUT"' EXIT
 
-# One after another (beside pytest, which takes far longer): the shim's tests time child processes
-# and must not share the machine with four other checks too.
+# One after another, beside pytest (which takes far longer). The shim's own tests time child
+# processes: they run after the parallel phase, on a machine they do not share with it.
 static_checks() {
   local failed=0
   run_check() { # name command...
@@ -43,11 +44,10 @@ static_checks() {
   for v in "${PI_VERSIONS[@]}"; do
     run_check "tsc-pi-$v" node extension-shim/node_modules/typescript/bin/tsc -p "extension-shim/tsconfig.pi-$v.json"
   done
-  run_check shim-tests node --test 'extension-shim/test/*.test.ts'
   return $failed
 }
 
-echo "== static checks (ruff, mypy --strict src/, tsc against each Pi version, the shim's tests) in the background"
+echo "== static checks (ruff, mypy --strict src/, tsc against each Pi version) in the background"
 static_checks &
 STATIC_PID=$!
 
@@ -79,6 +79,15 @@ for log in "$OUT"/*.log; do
     cat "$log"
   fi
 done
+
+echo "== shim: unit tests"
+SHIM_RC=0
+node --test 'extension-shim/test/*.test.ts' >"$OUT/shim-tests.log" 2>&1 || SHIM_RC=$?
+grep -E '^# (tests|pass|fail)' "$OUT/shim-tests.log" || true
+if [ "$SHIM_RC" -ne 0 ]; then
+  cat "$OUT/shim-tests.log"
+  STATIC_RC=1
+fi
 
 echo "== pytest, serial phase (wall-time comparisons, alone on the machine)"
 run_phase serial -n 0 -m serial "$@"

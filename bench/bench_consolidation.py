@@ -37,8 +37,8 @@ from typing import Any
 
 from pi_memory_bridge.backends.base import ConversationTurn
 from pi_memory_bridge.backends.local import LocalBackend
-from pi_memory_bridge.backends.local.learned_rows import MemoryRow
-from pi_memory_bridge.backends.local.memories import LearnedMemories
+from pi_memory_bridge.backends.local.learning.learned_rows import MemoryRow
+from pi_memory_bridge.backends.local.learning.memories import LearnedMemories
 from pi_memory_bridge.engine.learning import similar_search
 from pi_memory_bridge.learning.consolidate import JobOutcome, JobSettings, consolidate_once
 from pi_memory_bridge.learning.endpoint import EndpointModel
@@ -201,7 +201,7 @@ async def run_user(user: dict[str, Any], model: Any, root: Path, *, append_only:
 
 
 async def _append_only(backend: LocalBackend, session: dict[str, Any], index: int) -> None:
-    from pi_memory_bridge.backends.local.learned_rows import JobOp, JobRecord, new_job_id
+    from pi_memory_bridge.backends.local.learning.learned_rows import JobOp, JobRecord, new_job_id
     from pi_memory_bridge.redact import redact_text
 
     turns = _turns("x", index, session)

@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from bench_memory_quality import SET, evaluate, injected_chars, load_set, print_summary, summarize
-from pi_memory_bridge.backends.local.memories import LearnedMemories
+from pi_memory_bridge.backends.local.learning.memories import LearnedMemories
 from pi_memory_bridge.embeddings import ModelHandle, load_use
 from pi_memory_bridge.embeddings.cache_dir import default_cache_root
 from pi_memory_bridge.learning.budget import estimate_tokens

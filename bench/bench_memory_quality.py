@@ -57,8 +57,8 @@ import numpy as np
 import _abstention as abst
 from pi_memory_bridge.backends.base import ConversationTurn
 from pi_memory_bridge.backends.local import LocalBackend
-from pi_memory_bridge.backends.local.learned_rows import JobOp, JobRecord, new_job_id
-from pi_memory_bridge.backends.local.memories import LearnedMemories
+from pi_memory_bridge.backends.local.learning.learned_rows import JobOp, JobRecord, new_job_id
+from pi_memory_bridge.backends.local.learning.memories import LearnedMemories
 from pi_memory_bridge.embeddings import ModelHandle, load_use
 from pi_memory_bridge.embeddings.cache_dir import default_cache_root
 from pi_memory_bridge.embeddings.fusion import L0_PARAMS, L1_PARAMS

@@ -69,7 +69,7 @@ def _save_through_pi(rpc: PiRpcSession, content: str, kind: str) -> None:
 
 def _inspector_url(rpc: PiRpcSession) -> str:
     rpc.prompt_and_settle("/tdai-memory-ui")
-    said = "Memory inspector: http"
+    said = "Memory inspector ("
     rpc.wait_until(lambda: any(said in n.message for n in rpc.ui.notifications), timeout=30)
     message = next(n.message for n in rpc.ui.notifications if said in n.message)
     found = re.search(r"http://127\.0\.0\.1:\d+/\?token=[A-Za-z0-9_-]+", message)

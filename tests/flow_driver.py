@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from pi_memory_bridge.commands.dialog import Flow
 from pi_memory_bridge.engine.dialogs import NO, YES, Answer, FlowRegistry
+from pi_memory_bridge.vocabulary.dialog import Flow
 from pi_memory_bridge.wire import CommandStep
 
 

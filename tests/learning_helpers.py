@@ -14,7 +14,7 @@ from typing import Any
 
 from pi_memory_bridge.backends.base import ConversationTurn
 from pi_memory_bridge.backends.local import LocalBackend
-from pi_memory_bridge.backends.local.memories import LearnedMemories
+from pi_memory_bridge.backends.local.learning.memories import LearnedMemories
 from pi_memory_bridge.learning.consolidate import JobOutcome, JobSettings, consolidate_once
 from pi_memory_bridge.learning.enrichment import ENRICH_TAG
 from pi_memory_bridge.learning.model import Completion, ModelError

@@ -1,4 +1,4 @@
-"""The background sidecar's start-up contract is defined once (sidecar/daemon_contract.py): the
+"""The background sidecar's start-up contract is defined once (daemon_contract.py): the
 shim reads it from its generated table (the staleness test is in test_shim_tables.py), the
 sidecar's start-up code from the module, and neither keeps a copy of its own."""
 
@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from pi_memory_bridge.sidecar import daemon_contract as contract
+from pi_memory_bridge import daemon_contract as contract
+from pi_memory_bridge.runtime_dir import runtime_dir
 from pi_memory_bridge.sidecar import quick_start, tables
-from pi_memory_bridge.sidecar.daemon import runtime_dir
 from pi_memory_bridge.sidecar.daemon_start import take_lock
 
 DAEMON_TS = Path(__file__).resolve().parents[1] / "extension-shim" / "src" / "daemon.ts"

@@ -7,9 +7,9 @@ import asyncio
 
 import pytest
 
-from pi_memory_bridge.commands.dialog import Cancelled, Dialog, Outcome
 from pi_memory_bridge.engine import dialogs
 from pi_memory_bridge.engine.dialogs import NO, YES, FlowRegistry, UnknownFlow
+from pi_memory_bridge.vocabulary.dialog import Cancelled, Dialog, Outcome
 
 
 async def ask_all(dialog: Dialog) -> Outcome:

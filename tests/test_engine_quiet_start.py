@@ -26,9 +26,12 @@ SCRIPT = textwrap.dedent(
         "pi_memory_bridge.engine.commands",
         "pi_memory_bridge.engine.status",
         "pi_memory_bridge.engine.catch_up_service",
-        "pi_memory_bridge.backends.local.memories",
+        "pi_memory_bridge.backends.local.learning.memories",
     )
-    STARTED_AFTER = ("pi_memory_bridge.engine.catch_up_service", "pi_memory_bridge.backends.local.memories")
+    STARTED_AFTER = (
+        "pi_memory_bridge.engine.catch_up_service",
+        "pi_memory_bridge.backends.local.learning.memories",
+    )
 
     def loaded_now(names):
         return [m for m in names if m in sys.modules]
@@ -91,7 +94,7 @@ def test_the_first_recall_is_answered_before_commands_status_catch_up_and_learni
     assert out["answered"] == []
     assert out["later"] == [
         "pi_memory_bridge.engine.catch_up_service",
-        "pi_memory_bridge.backends.local.memories",
+        "pi_memory_bridge.backends.local.learning.memories",
     ]
     assert out["attached"] is True
     assert out["status"] == ["pi_memory_bridge.engine.status"]
@@ -103,5 +106,5 @@ def test_a_turn_settled_before_any_recall_finds_learning_attached(tmp_path: Path
     assert out["attached_at_once"] is True
     assert out["later"] == [
         "pi_memory_bridge.engine.catch_up_service",
-        "pi_memory_bridge.backends.local.memories",
+        "pi_memory_bridge.backends.local.learning.memories",
     ]

@@ -17,10 +17,10 @@ import pytest
 
 from pi_memory_bridge import footer
 from pi_memory_bridge.backends.base import ConversationTurn
-from pi_memory_bridge.commands.pause import set_paused
 from pi_memory_bridge.engine.core import Engine
 from pi_memory_bridge.footer import FooterKind, FooterState
 from pi_memory_bridge.learning.model import Completion
+from pi_memory_bridge.operations.pause import set_paused
 from pi_memory_bridge.outbox import OutboxCounts
 from pi_memory_bridge.sidecar.handshake import handshake
 from pi_memory_bridge.wire import (

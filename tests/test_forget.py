@@ -8,7 +8,8 @@ from fake_backend import FakeBackend, mem, turn
 from flow_driver import Step
 from flow_driver import drive as drive_flow
 from pi_memory_bridge.backends.base import BackendUnavailable, DeleteReport
-from pi_memory_bridge.commands.forget import ALL, CANCEL, CHOOSE, ForgetDeps, forget_flow
+from pi_memory_bridge.commands.forget import ALL, CANCEL, CHOOSE, forget_flow
+from pi_memory_bridge.operations.forget import ForgetDeps
 from pi_memory_bridge.outbox.delivery import PendingMatch
 
 SECRET = "ghp_" + "a1B2c3D4e5F6g7H8i9J0k1L2m3N4o5P6q7R8"

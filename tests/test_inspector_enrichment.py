@@ -16,7 +16,7 @@ import pytest
 
 from learning_helpers import ScriptedModel, enrich
 from pi_memory_bridge.backends.local import LocalBackend
-from pi_memory_bridge.backends.local.memories import LearnedMemories
+from pi_memory_bridge.backends.local.learning.memories import LearnedMemories
 from pi_memory_bridge.learning.consolidate import JobSettings
 from pi_memory_bridge.learning.enrich_job import enrich_once
 from pi_memory_bridge.ui.app import create_app

@@ -12,10 +12,28 @@ import pytest
 PACKAGE = "pi_memory_bridge"
 SRC = Path(__file__).resolve().parents[1] / "src" / PACKAGE
 
-FOUNDATION, DOMAIN, WIRE, ENGINE, ENTRY = range(5)
-LAYER_NAMES = ("foundation", "domain", "wire", "engine", "entry point")
+FOUNDATION = 0
+# The domain packages, low to high: each may import only itself, the foundation and the packages
+# before it, so an arrow between two of them points one way and a new upward one fails here.
+DOMAIN_ORDER = (
+    "vocabulary",  # what a dialog, the status report and a forget candidate are made of: a leaf
+    "embeddings",  # the bundled model, its cache, hybrid fusion
+    "backends",
+    "capture",
+    "outbox",
+    "recall",
+    "tools",
+    "skills",  # its tools reuse the memory tools' framing
+    "learning",  # consolidation into L1: jobs, validation, scheduling
+    "rescan",  # the current redaction rules applied to what is already stored
+    "operations",  # what Pi's commands, the terminal and the inspector all do to memory
+    "catchup",  # turns live capture missed, from Pi's session files; import (skips paused projects)
+    "commands",  # the dialogs: flows over the operations
+)
+WIRE = FOUNDATION + len(DOMAIN_ORDER) + 1
+ENGINE, ENTRY = WIRE + 1, WIRE + 2
 
-# Keys are module names below the package; the longest matching prefix decides. Low to high.
+# Keys are module names below the package; the longest matching prefix decides.
 LAYERS: dict[str, int] = {
     "": FOUNDATION,  # the package's own __init__
     "_version": FOUNDATION,
@@ -25,28 +43,30 @@ LAYERS: dict[str, int] = {
     "deadline": FOUNDATION,  # the current recall's deadline, read deep below it
     "surrogates": FOUNDATION,  # lone UTF-16 surrogates made U+FFFD at every boundary
     "private_files": FOUNDATION,  # 0600/0700 for everything we create
+    "project": FOUNDATION,  # which project a working directory belongs to
+    "runtime_dir": FOUNDATION,  # this user's sockets and running inspectors
+    "daemon_contract": FOUNDATION,  # what the shim and the background sidecar agree on before a handshake
     "footer": FOUNDATION,  # the footer's states and their text: named by flows, sent on the wire
     "redact": FOUNDATION,
     "config": FOUNDATION,
     "rpc": FOUNDATION,  # generic JSON-RPC 2.0 transport: knows nothing of memory
-    "embeddings": DOMAIN,  # the bundled model, its cache, hybrid fusion
-    "backends": DOMAIN,
-    "catchup": DOMAIN,  # turns live capture missed, from Pi's session files; import
-    "rescan": DOMAIN,  # the current redaction rules applied to what is already stored
-    "capture": DOMAIN,
-    "recall": DOMAIN,
-    "outbox": DOMAIN,
-    "tools": DOMAIN,
-    "skills": DOMAIN,
-    "commands": DOMAIN,
-    "learning": DOMAIN,  # consolidation into L1: jobs, validation, scheduling
+    **{name: FOUNDATION + 1 + rank for rank, name in enumerate(DOMAIN_ORDER)},
     "wire": WIRE,  # the wire models: the engine maps the domain to them at its edge
-    "engine": ENGINE,
+    "engine": ENGINE,  # everything that connects the protocol to the domain
     "sidecar": ENTRY,
     "cli": ENTRY,
     "ui": ENTRY,  # the memory inspector: a process of its own, like the sidecar
     "ui.extra": FOUNDATION,  # which optional packages it needs: asked by `/tdai-memory-ui` too
+    "ui.registry": FOUNDATION,  # which inspectors run: read by status and `serve --stop` too
 }
+
+
+def layer_name(layer: int) -> str:
+    if layer == FOUNDATION:
+        return "foundation"
+    if layer < WIRE:
+        return f"domain: {DOMAIN_ORDER[layer - 1]}"
+    return {WIRE: "wire", ENGINE: "engine", ENTRY: "entry point"}[layer]
 
 
 def layer_of(module: str) -> int | None:
@@ -110,8 +130,8 @@ def violations(path: Path, source: str) -> list[str]:
         if theirs is None:
             out.append(f"{module}:{line} imports {target}, which has no layer")
         elif theirs > own:
-            higher = f"{target} ({LAYER_NAMES[theirs]}), a higher layer"
-            out.append(f"{module}:{line} ({LAYER_NAMES[own]}) imports {higher}")
+            higher = f"{target} ({layer_name(theirs)}), a higher layer"
+            out.append(f"{module}:{line} ({layer_name(own)}) imports {higher}")
     return out
 
 
@@ -149,6 +169,16 @@ def test_every_top_level_package_has_a_layer() -> None:
         ),
         ("commands/forget.py", "from pi_memory_bridge.sidecar import serve\n", "commands.forget:1"),
         ("newpkg/thing.py", "import os\n", "newpkg.thing: no layer"),
+        # between two domain packages, only downward: the store never sees a flow or an operation
+        ("backends/base.py", "from pi_memory_bridge.commands.forget import ALL\n", "backends.base:1"),
+        ("recall/trace_log.py", "from pi_memory_bridge.operations import forget\n", "recall.trace_log:1"),
+        # operations are below their dialogs, and the vocabulary is a leaf
+        (
+            "operations/pause.py",
+            "from pi_memory_bridge.commands.pause import pause_flow\n",
+            "operations.pause:1",
+        ),
+        ("vocabulary/status.py", "from pi_memory_bridge.outbox import OutboxCounts\n", "vocabulary.status:1"),
     ],
 )
 def test_the_check_catches(path: str, source: str, expected: str) -> None:
@@ -160,3 +190,12 @@ def test_the_check_allows_downward_and_wire_imports() -> None:
     source = "from pi_memory_bridge.wire import CommandStep\nfrom pi_memory_bridge.redact import x\n"
     assert violations(SRC / "engine/dialogs.py", source) == []
     assert violations(SRC / "commands/forget.py", "from pi_memory_bridge.footer import READY\n") == []
+    downward = (
+        "from pi_memory_bridge.operations.forget import ForgetDeps\nfrom pi_memory_bridge import backends\n"
+    )
+    assert violations(SRC / "commands/forget.py", downward) == []
+
+
+def test_every_domain_package_has_one_rank() -> None:
+    assert len(set(DOMAIN_ORDER)) == len(DOMAIN_ORDER)
+    assert sorted(name for name in DOMAIN_ORDER if not _exists(f"{PACKAGE}.{name}")) == []

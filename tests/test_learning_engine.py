@@ -14,7 +14,7 @@ from pydantic import BaseModel
 
 from learning_helpers import ScriptedModel, extract, turn
 from pi_memory_bridge.backends.local import LocalBackend
-from pi_memory_bridge.backends.local.memories import LearnedMemories
+from pi_memory_bridge.backends.local.learning.memories import LearnedMemories
 from pi_memory_bridge.commands.learning import KEEP, UNDO
 from pi_memory_bridge.config import LearningSettings, global_config_path, load_config
 from pi_memory_bridge.engine.dialogs import FlowRegistry
@@ -22,8 +22,8 @@ from pi_memory_bridge.engine.learning import Learning
 from pi_memory_bridge.engine.learning_flows import learning_command, undo_command
 from pi_memory_bridge.engine.learning_status import describe, sentence, state_text
 from pi_memory_bridge.learning.consent import NO, YES, store_consent
-from pi_memory_bridge.learning.project import project_of
 from pi_memory_bridge.learning.scheduler import JobScheduler
+from pi_memory_bridge.project import project_of
 from pi_memory_bridge.wire import CommandStep
 
 

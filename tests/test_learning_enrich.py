@@ -16,7 +16,7 @@ import pytest
 
 from learning_helpers import Answer, ScriptedModel, enrich, extract, turn
 from pi_memory_bridge.backends.local import DB_FILENAME, LocalBackend
-from pi_memory_bridge.backends.local.memories import LearnedMemories
+from pi_memory_bridge.backends.local.learning.memories import LearnedMemories
 from pi_memory_bridge.backends.local.schema import MIGRATIONS
 from pi_memory_bridge.commands.learning import UNDO, describe_job
 from pi_memory_bridge.config import LearningSettings

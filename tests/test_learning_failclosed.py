@@ -11,7 +11,7 @@ import pytest
 
 from learning_helpers import ScriptedModel, decide, extract, run, turn
 from pi_memory_bridge.backends.local import DB_FILENAME, LocalBackend
-from pi_memory_bridge.backends.local.memories import LearnedMemories
+from pi_memory_bridge.backends.local.learning.memories import LearnedMemories
 from pi_memory_bridge.learning.consolidate import JobSettings
 from pi_memory_bridge.learning.model import ModelError
 from pi_memory_bridge.learning.parse import Refused, parse_answer

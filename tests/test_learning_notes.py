@@ -11,8 +11,8 @@ import pytest
 
 from learning_helpers import T0
 from pi_memory_bridge.backends.local import LocalBackend
-from pi_memory_bridge.backends.local.learned_rows import JobOp, JobRecord, new_job_id
-from pi_memory_bridge.backends.local.memories import LearnedMemories
+from pi_memory_bridge.backends.local.learning.learned_rows import JobOp, JobRecord, new_job_id
+from pi_memory_bridge.backends.local.learning.memories import LearnedMemories
 from pi_memory_bridge.learning.notes import MAX_PROFILE_CHARS, PROFILE_FILENAME, write_generated
 
 PROJECT = "/work/shop"

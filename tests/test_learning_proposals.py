@@ -13,8 +13,8 @@ from flow_driver import drive
 from learning_helpers import ScriptedModel, active_texts, decide, extract, run, turn
 from pi_memory_bridge.backends.base import BackendRejected
 from pi_memory_bridge.backends.local import LocalBackend
-from pi_memory_bridge.backends.local.memories import LearnedMemories
-from pi_memory_bridge.backends.local.proposals import ProposalReview
+from pi_memory_bridge.backends.local.learning.memories import LearnedMemories
+from pi_memory_bridge.backends.local.learning.proposals import ProposalReview
 from pi_memory_bridge.commands.review import KEEP_MINE, LATER, USE_PROPOSED, review_flow
 
 OLD = "The project uses MySQL."

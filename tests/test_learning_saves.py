@@ -158,7 +158,10 @@ async def test_a_memory_corrected_in_the_memory_view_is_enriched_again_soon_afte
             CommandAnswerParams(flow_id=step.flow_id, answer=answer(step.options))
         )
     assert step.kind == "select" and step.flow_id is not None and "edited" in step.message
-    done = await engine.command_answer(CommandAnswerParams(flow_id=step.flow_id, answer=None))
+    done = step
+    for _level in ("item", "list", "menu"):  # Escape goes back a level; from the menu it closes
+        assert done.flow_id is not None
+        done = await engine.command_answer(CommandAnswerParams(flow_id=done.flow_id, answer=None))
     assert done.kind == "done" and "1 change(s) made." in done.message
     await _settled(engine)
     [call] = model.calls

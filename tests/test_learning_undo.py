@@ -11,7 +11,7 @@ import pytest
 from learning_helpers import ScriptedModel, active_texts, decide, extract, run, turn
 from pi_memory_bridge.backends.base import BackendRejected
 from pi_memory_bridge.backends.local import DB_FILENAME, LocalBackend
-from pi_memory_bridge.backends.local.memories import LearnedMemories
+from pi_memory_bridge.backends.local.learning.memories import LearnedMemories
 from pi_memory_bridge.backends.local.schema import MIGRATIONS
 
 MYSQL = "The project uses MySQL as its database."

@@ -13,7 +13,7 @@ import pytest
 from learning_helpers import ScriptedModel, decide, extract, run, turn
 from pi_memory_bridge.backends.base import BackendRejected
 from pi_memory_bridge.backends.local import DB_FILENAME, LocalBackend
-from pi_memory_bridge.backends.local.memories import LearnedMemories
+from pi_memory_bridge.backends.local.learning.memories import LearnedMemories
 from pi_memory_bridge.backends.local.schema import MIGRATIONS
 from pi_memory_bridge.backends.local.vectors import ATOMIC_VECTORS, TURN_VECTORS
 from pi_memory_bridge.embeddings import ModelHandle

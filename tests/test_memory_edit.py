@@ -11,7 +11,7 @@ import pytest
 from pi_memory_bridge.backends.base import BackendRejected, Capability
 from pi_memory_bridge.backends.local import DB_FILENAME, LocalBackend, fts
 from pi_memory_bridge.backends.local.schema import ATOMIC_INDEX
-from pi_memory_bridge.commands.memory_edit import edit_memory, save_profile, save_scenario
+from pi_memory_bridge.operations.memory_edit import edit_memory, save_profile, save_scenario
 
 SECRET = "sk-proj-" + "Zx9Yw8Vu7Ts6Rq5Po4Nm3Lk2Ji1Hg0FeDcBa98"
 

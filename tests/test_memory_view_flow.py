@@ -11,13 +11,14 @@ import pytest
 from flow_driver import Step, start
 from pi_memory_bridge import footer
 from pi_memory_bridge.backends.local import LocalBackend
-from pi_memory_bridge.commands.dialog import Flow
-from pi_memory_bridge.commands.forget import ForgetDeps
 from pi_memory_bridge.commands.memory_flow import BACK, CLOSE, EDIT, FORGET, SEARCH, TITLE, memory_flow
-from pi_memory_bridge.commands.pause import ProjectPause, project_key, set_paused
-from pi_memory_bridge.commands.status import render_status
 from pi_memory_bridge.config import global_config_path, load_config
 from pi_memory_bridge.engine.core import Engine
+from pi_memory_bridge.operations.forget import ForgetDeps
+from pi_memory_bridge.operations.pause import ProjectPause, set_paused
+from pi_memory_bridge.project import project_of
+from pi_memory_bridge.vocabulary.dialog import Flow
+from pi_memory_bridge.vocabulary.status import render_status
 from pi_memory_bridge.wire import Footer, RecallParams, ToolCallParams, TurnSettledParams
 
 SECRET = "sk-proj-" + "Zx9Yw8Vu7Ts6Rq5Po4Nm3Lk2Ji1Hg0FeDcBa98"
@@ -83,12 +84,26 @@ async def test_browse_by_kind_edit_and_forget(backend: LocalBackend) -> None:
 async def test_not_confirmed_forgets_nothing_and_search_lists_recent_on_empty(backend: LocalBackend) -> None:
     saved = await backend.memories.save("uses zsh", "fact", "user")
     d = Driver(lambda dialog: memory_flow(ForgetDeps(backend, ""), "", dialog))
-    end = await d.run(SEARCH, "", "~uses zsh", FORGET, False, None)
+    end = await d.run(SEARCH, "", "~uses zsh", FORGET, False, None, None, None)
     listing = next(s for s in d.steps if s.title.startswith("Most recent"))
     assert any("uses zsh" in o for o in listing.options)
     assert any("Not confirmed" in s.message for s in d.steps)
     assert await backend.memories.list(5, ids=[saved.id]) != []
     assert end.kind == "done" and end.message == ""
+
+
+async def test_escape_goes_back_one_level_and_closes_only_from_the_menu(backend: LocalBackend) -> None:
+    await backend.memories.save("uses zsh", "fact", "user")
+    d = Driver(lambda dialog: memory_flow(ForgetDeps(backend, ""), "", dialog))
+    end = await d.run("~Facts (1)", "~uses zsh", None, None, None)  # Escape from item, list, menu
+    titles = [s.title for s in d.steps]
+    assert titles[1].startswith("Facts") and "uses zsh" in titles[2]
+    assert titles[3].startswith("Facts")  # Escape on the item: back to its list
+    assert titles[4] == TITLE  # Escape on the list: back to the menu
+    assert end.kind == "done"  # Escape on the menu closes
+    searched = Driver(lambda dialog: memory_flow(ForgetDeps(backend, ""), "zsh", dialog))
+    back = await searched.run(None)  # a search started from the command line: Escape opens the menu
+    assert back.kind == "select" and back.title == TITLE
 
 
 async def test_without_a_ui_it_prints_an_overview_and_changes_nothing(backend: LocalBackend) -> None:
@@ -99,16 +114,6 @@ async def test_without_a_ui_it_prints_an_overview_and_changes_nothing(backend: L
     assert "Matches for 'go'" in found.message and "likes go" in found.message
     down = (await start(lambda dialog: memory_flow(ForgetDeps(None, "store is damaged"), "", dialog))).step
     assert down.level == "error" and "store is damaged" in down.message
-
-
-def test_project_key_is_the_git_root_else_the_folder(tmp_path: Path) -> None:
-    repo = tmp_path / "repo"
-    (repo / ".git").mkdir(parents=True)
-    (repo / "src" / "deep").mkdir(parents=True)
-    assert project_key(repo / "src" / "deep") == str(repo.resolve())
-    plain = tmp_path / "plain"
-    plain.mkdir()
-    assert project_key(plain) == str(plain.resolve())
 
 
 def test_pause_is_written_privately_seen_at_once_and_keeps_other_settings(tmp_path: Path) -> None:
@@ -150,7 +155,7 @@ async def test_a_paused_project_gets_no_recall_no_capture_and_no_tools(tmp_path:
     loaded = load_config(agent_dir=agent, cwd=work, project_trusted=False, env={})
     engine = await Engine.open(loaded, agent, work, env={})
     try:
-        assert set_paused(agent, project_key(work), True).ok
+        assert set_paused(agent, project_of(work), True).ok
         recalled = await engine.recall(RecallParams(pi_session_id="s", prompt="what do I like?"))
         assert recalled.outcome == "disabled" and recalled.footer == Footer.of(footer.PAUSED)
         answer = {"role": "assistant", "content": [{"type": "text", "text": "hello"}], "stopReason": "stop"}
@@ -163,9 +168,9 @@ async def test_a_paused_project_gets_no_recall_no_capture_and_no_tools(tmp_path:
         assert tool.is_error and "paused" in tool.text
         assert engine.footer() == footer.PAUSED
         report = await engine.status_report()
-        assert report.paused_project == project_key(work)
+        assert report.paused_project == project_of(work)
         assert "Memory is paused for this project" in render_status(report)
-        assert set_paused(agent, project_key(work), False).ok
+        assert set_paused(agent, project_of(work), False).ok
         assert engine.footer() == footer.READY
     finally:
         await engine.shutdown()

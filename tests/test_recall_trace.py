@@ -12,10 +12,11 @@ import pytest
 from fake_backend import FakeBackend, mem, turn
 from pi_memory_bridge.backends.base import ConversationTurn, Profile
 from pi_memory_bridge.backends.local import LocalBackend
-from pi_memory_bridge.commands.forget import ForgetCandidate, ForgetDeps, delete_candidates
+from pi_memory_bridge.operations.forget import ForgetDeps, delete_candidates
 from pi_memory_bridge.recall import Layer, RecallBudget, recall
 from pi_memory_bridge.recall.trace import RecallTrace
 from pi_memory_bridge.recall.trace_log import DB_FILENAME, FORGOTTEN, TraceLog
+from pi_memory_bridge.vocabulary.forget import ForgetCandidate
 
 PROMPT = "which Go style conventions do I prefer for the backend?"
 

@@ -11,9 +11,9 @@ import pytest
 from pi_memory_bridge.backends.base import AtomicType
 from pi_memory_bridge.commands.table import COMMANDS
 from pi_memory_bridge.engine.core import Engine
+from pi_memory_bridge.engine.tool_table import tool_table
 from pi_memory_bridge.sidecar import tables
 from pi_memory_bridge.sidecar.handshake import handshake
-from pi_memory_bridge.tools.table import tool_table
 from pi_memory_bridge.wire import InitializeParams, ToolName
 
 SHIM_FILE = Path(__file__).resolve().parents[1] / tables.SHIM_TABLES

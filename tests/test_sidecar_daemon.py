@@ -242,7 +242,9 @@ def test_serve_stop_ends_this_users_background_sidecars_and_skips_dead_ones(shor
     (folder / "b.sock.lock").write_text(f"{os.getpid()}\n")
     try:
         out = subprocess.run([*sidecar_argv(), "--stop"], env=env, capture_output=True, text=True, timeout=60)
-        assert out.returncode == 0 and "stopped 1 background sidecar(s)" in out.stdout, out
+        assert out.returncode == 0 and "stopped 1 background sidecar and 0 memory inspectors" in out.stdout, (
+            out
+        )
         assert live.wait(10) == 0
         assert (folder / "a.sock.lock").read_text() == ""  # a clean exit leaves no pid behind
     finally:

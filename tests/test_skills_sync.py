@@ -15,7 +15,6 @@ from hypothesis import strategies as st
 
 from flow_driver import Running, Step, start
 from flow_driver import drive as drive_flow
-from pi_memory_bridge.commands.dialog import Flow
 from pi_memory_bridge.skills import (
     SyncDeps,
     _atomic,
@@ -32,6 +31,7 @@ from pi_memory_bridge.skills import (
 from pi_memory_bridge.skills._flow import ALL, CANCEL, CHOOSE, KEEP_BOTH, SKIP
 from pi_memory_bridge.skills._frontmatter import MAX_DESCRIPTION_CHARS, clean_description
 from pi_memory_bridge.skills._local import scan
+from pi_memory_bridge.vocabulary.dialog import Flow
 from skill_fake import FakeFile, FakeSkillClient, skill_md, source_with
 
 RECORD = ".pi-memory-bridge.json"

@@ -6,9 +6,8 @@ import dataclasses
 from pathlib import Path
 
 from pi_memory_bridge.capture.identity import BranchIdentity
-from pi_memory_bridge.commands.status import (
-    Problem,
-    StatusReport,
+from pi_memory_bridge.config import load_config
+from pi_memory_bridge.operations.status_lines import (
     describe_budget,
     describe_embeddings,
     describe_identity,
@@ -18,12 +17,11 @@ from pi_memory_bridge.commands.status import (
     describe_waiting,
     mask,
     outbox_problems,
-    render_status,
     sdk_problems,
 )
-from pi_memory_bridge.config import load_config
 from pi_memory_bridge.outbox import OutboxCounts
 from pi_memory_bridge.recall import Layer, LayerResult, RecallOutcome
+from pi_memory_bridge.vocabulary.status import Problem, StatusReport, render_status
 
 
 def test_every_outbox_trouble_is_a_problem_with_its_fix() -> None:

@@ -31,7 +31,7 @@ from pi_memory_bridge.backends.base import BackendError, ConversationTurn
 from pi_memory_bridge.catchup.files import FileScan, FileStat, scan_file, session_files, sessions_dir
 from pi_memory_bridge.catchup.importer import KnownIds, resume_import
 from pi_memory_bridge.catchup.state import LOCK_FILENAME, CatchUpState, StateError, StoredMark, capture_since
-from pi_memory_bridge.commands.pause import paused_check
+from pi_memory_bridge.operations.pause import paused_check
 from pi_memory_bridge.outbox import Outbox
 from pi_memory_bridge.redact import redact_text
 

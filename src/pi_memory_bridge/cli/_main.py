@@ -26,7 +26,9 @@ def _parser() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParse
     parser.add_argument("--version", action="store_true", help="print the version and exit")
     sub = parser.add_subparsers(dest="command")
     serve = sub.add_parser("serve", help="run the sidecar on stdin/stdout (what the Pi extension starts)")
-    serve.add_argument("--stop", action="store_true", help="stop this user's background sidecars now")
+    serve.add_argument(
+        "--stop", action="store_true", help="stop this user's background sidecars and memory inspectors now"
+    )
     sub.add_parser("doctor", help="check config, backend, data dir and that Pi can load the extension")
     search = sub.add_parser("search", help="search stored memory (L1 and L0); empty: the most recent")
     search.add_argument("query", nargs="?", default="")
@@ -125,8 +127,13 @@ def _run(argv: list[str] | None) -> int:
         gc.disable()
         if args.stop:
             from pi_memory_bridge.sidecar.daemon import stop_all
+            from pi_memory_bridge.ui import registry
 
-            print(f"stopped {len(stop_all(os.environ))} background sidecar(s)")
+            sidecars, inspectors = len(stop_all(os.environ)), len(registry.stop_all(os.environ))
+            print(
+                f"stopped {sidecars} background {'sidecar' if sidecars == 1 else 'sidecars'} "
+                f"and {inspectors} memory {'inspector' if inspectors == 1 else 'inspectors'}"
+            )
             return 0
         return _serve()
     if args.command == "doctor":

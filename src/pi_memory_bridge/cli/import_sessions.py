@@ -17,7 +17,6 @@ from pi_memory_bridge.backends.base import BackendError, ConversationTurn, Memor
 from pi_memory_bridge.backends.factory import open_backend
 from pi_memory_bridge.catchup.importer import ImportPlan, ImportScope, plan_import, run_import
 from pi_memory_bridge.catchup.state import CatchUpState, StateError
-from pi_memory_bridge.commands.dialog import Level
 from pi_memory_bridge.commands.import_flow import (
     USAGE,
     ImportDeps,
@@ -30,6 +29,7 @@ from pi_memory_bridge.config import data_dir, default_agent_dir, load_config
 from pi_memory_bridge.engine.catch_up_service import known_ids_via
 from pi_memory_bridge.outbox import DeliveryWorker, Outbox
 from pi_memory_bridge.redact import redact_text
+from pi_memory_bridge.vocabulary.dialog import Level
 
 Ask = Callable[[str], str]
 

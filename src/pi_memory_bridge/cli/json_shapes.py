@@ -6,7 +6,7 @@ from __future__ import annotations
 from pydantic import BaseModel, ConfigDict
 from pydantic.alias_generators import to_camel
 
-from pi_memory_bridge.commands.memory_export import ExportFile, ItemJson
+from pi_memory_bridge.operations.memory_export import ExportFile, ItemJson
 
 
 class _Out(BaseModel):

@@ -18,7 +18,7 @@ from pathlib import Path
 from pi_memory_bridge.backends.base import BackendError
 from pi_memory_bridge.backends.factory import open_backend
 from pi_memory_bridge.backends.local import LocalBackend
-from pi_memory_bridge.backends.local.memories import LearnedMemories
+from pi_memory_bridge.backends.local.learning.memories import LearnedMemories
 from pi_memory_bridge.commands.learning import UndoDeps, describe_job, undo_flow
 from pi_memory_bridge.config import LearningSettings, default_agent_dir, load_config
 from pi_memory_bridge.engine.learning import job_settings, similar_search

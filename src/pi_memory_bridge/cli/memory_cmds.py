@@ -26,9 +26,11 @@ from pi_memory_bridge.backends.base import BackendError, Capability, MemoryBacke
 from pi_memory_bridge.backends.factory import open_backend
 from pi_memory_bridge.cli.json_shapes import ListOut, SearchOut, ShowOut, StatusOut
 from pi_memory_bridge.cli.memory_args import SECTIONS
-from pi_memory_bridge.commands import memory_view as view
-from pi_memory_bridge.commands.forget import ForgetCandidate, ForgetDeps, find_candidates, forget_chosen
-from pi_memory_bridge.commands.memory_export import (
+from pi_memory_bridge.commands.memory_flow import edit_item
+from pi_memory_bridge.config import LoadedConfig, data_dir, default_agent_dir, load_config
+from pi_memory_bridge.operations import memory_view as view
+from pi_memory_bridge.operations.forget import ForgetDeps, find_candidates, forget_chosen
+from pi_memory_bridge.operations.memory_export import (
     ExportFile,
     export_markdown,
     export_memory,
@@ -36,12 +38,12 @@ from pi_memory_bridge.commands.memory_export import (
     item_json,
     preview_import,
 )
-from pi_memory_bridge.commands.memory_flow import edit_item
-from pi_memory_bridge.commands.pause import project_key, set_paused
-from pi_memory_bridge.config import LoadedConfig, data_dir, default_agent_dir, load_config
+from pi_memory_bridge.operations.pause import set_paused
 from pi_memory_bridge.outbox import Outbox
 from pi_memory_bridge.outbox.delivery import CaptureDelivery
+from pi_memory_bridge.project import project_of
 from pi_memory_bridge.redact import redact_text
+from pi_memory_bridge.vocabulary.forget import ForgetCandidate
 
 Ask = Callable[[str], str]
 
@@ -139,7 +141,7 @@ def search(query: str, limit: int, as_json: bool) -> int:
 
 async def _status(as_json: bool) -> int:
     from pi_memory_bridge.cli.status_report import cli_status_report
-    from pi_memory_bridge.commands.status import render_status
+    from pi_memory_bridge.vocabulary.status import render_status
 
     loaded, agent_dir = _load()
     report = await cli_status_report(loaded, agent_dir, Path.cwd())
@@ -293,7 +295,7 @@ def forget_scripted(query: str, ids: list[str], yes: bool, ask: Ask = input) -> 
 
 def _pause(path: Path | None, paused: bool) -> int:
     _loaded, agent_dir = _load()
-    outcome = set_paused(agent_dir, project_key(path or Path.cwd()), paused)
+    outcome = set_paused(agent_dir, project_of(path or Path.cwd()), paused)
     print(outcome.message.replace("/tdai-memory-resume", "`pi-memory-bridge resume` or /tdai-memory-resume"))
     return 0 if outcome.ok else 1
 

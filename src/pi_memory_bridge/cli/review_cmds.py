@@ -12,7 +12,7 @@ import sys
 from collections.abc import Callable
 
 from pi_memory_bridge.backends.base import BackendError
-from pi_memory_bridge.backends.local.proposals import Proposal, ProposalReview
+from pi_memory_bridge.backends.local.learning.proposals import Proposal, ProposalReview
 from pi_memory_bridge.cli.json_shapes import ProposalOut, ProposalsOut, TargetOut
 from pi_memory_bridge.cli.learning_cmds import open_local
 from pi_memory_bridge.commands.review import describe_accepted, describe_proposal, nothing_pending

@@ -13,8 +13,6 @@ from pathlib import Path
 
 from pi_memory_bridge.backends.base import BackendError, MemoryBackend
 from pi_memory_bridge.backends.factory import open_backend
-from pi_memory_bridge.commands.pause import ProjectPause
-from pi_memory_bridge.commands.status import StatusReport
 from pi_memory_bridge.config import LoadedConfig, data_dir
 from pi_memory_bridge.engine.backend_slot import BackendSlot
 from pi_memory_bridge.engine.capture import CaptureStats
@@ -24,8 +22,10 @@ from pi_memory_bridge.engine.notifier import Notifier
 from pi_memory_bridge.engine.recall import Recall
 from pi_memory_bridge.engine.sessions import Sessions
 from pi_memory_bridge.engine.status import Status
+from pi_memory_bridge.operations.pause import ProjectPause
 from pi_memory_bridge.outbox.delivery import CaptureDelivery
 from pi_memory_bridge.redact import redact_text
+from pi_memory_bridge.vocabulary.status import StatusReport
 
 
 async def _opened(backend: MemoryBackend) -> None:

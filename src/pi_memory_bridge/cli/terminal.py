@@ -16,15 +16,16 @@ from pathlib import Path
 
 from pi_memory_bridge.backends.base import BackendError, MemoryBackend
 from pi_memory_bridge.backends.factory import open_backend
-from pi_memory_bridge.commands.dialog import Cancelled, Flow, Outcome
-from pi_memory_bridge.commands.forget import ForgetDeps, forget_flow
+from pi_memory_bridge.commands.forget import forget_flow
 from pi_memory_bridge.commands.outbox_ops import OutboxDeps, outbox_flow
 from pi_memory_bridge.config import LoadedConfig, data_dir, default_agent_dir, load_config
+from pi_memory_bridge.operations.forget import ForgetDeps
 from pi_memory_bridge.outbox import DeliveryWorker, Outbox
 from pi_memory_bridge.outbox.delivery import CaptureDelivery
 from pi_memory_bridge.recall.trace_log import open_trace_log
 from pi_memory_bridge.redact import redact_text
 from pi_memory_bridge.tools.search_report import search_report
+from pi_memory_bridge.vocabulary.dialog import Cancelled, Flow, Outcome
 
 Ask = Callable[[str], str]
 

@@ -14,9 +14,9 @@ from pi_memory_bridge.backends.memorycore import (
     MemoryCoreTarget,
     SdkBindings,
 )
-from pi_memory_bridge.commands._setup_config import ExistingConfig
 from pi_memory_bridge.commands._setup_directory import Agent, Team, VerifiedUser
 from pi_memory_bridge.config import MemoryCoreSettings
+from pi_memory_bridge.operations.global_config import ExistingConfig
 from pi_memory_bridge.redact import redact_text
 
 PROBE_QUERY = "setup access check"

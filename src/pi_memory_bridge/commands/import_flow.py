@@ -16,7 +16,7 @@ from datetime import datetime
 from pathlib import Path
 
 from pi_memory_bridge.catchup.importer import ImportPlan, ImportScope
-from pi_memory_bridge.commands.dialog import Dialog, Level, Outcome
+from pi_memory_bridge.vocabulary.dialog import Dialog, Level, Outcome
 
 USAGE = "usage: /tdai-memory-import [--since YYYY-MM-DD[THH:MM]] [--session FILE] [--yes]"
 

@@ -2,7 +2,9 @@
 
 The inspector runs as its own process (`pi-memory-bridge ui --no-open`), detached in a new
 session so that neither Pi's exit nor the sidecar's waits for it or takes it down; it stops by
-itself when unused. Its first line on stdout is the address, which is all we read of it.
+itself when unused, or with `pi-memory-bridge serve --stop`. One already running for this agent dir
+(ui.registry) is reused rather than a second one started. Its first line on stdout is the
+address, which is all we read of it.
 """
 
 from __future__ import annotations
@@ -17,8 +19,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from pi_memory_bridge.commands.dialog import Outcome
+from pi_memory_bridge.ui import registry
 from pi_memory_bridge.ui.extra import missing_message
+from pi_memory_bridge.vocabulary.dialog import Outcome
 
 START_TIMEOUT_S = 20.0  # importing the web stack and opening the store on a loaded machine
 IDLE_MINUTES = 30
@@ -93,11 +96,16 @@ async def inspector_flow(deps: InspectorDeps) -> Outcome:
     missing = missing_message()
     if missing is not None:
         return Outcome(f"Cannot open the memory inspector: {missing}", "warning")
-    try:
-        started = await asyncio.to_thread(launch_detached, deps)
-    except InspectorStartError as exc:
-        return Outcome(str(exc), "error")
+    already = registry.running(deps.env, deps.agent_dir)
+    if already:
+        url, how = already[-1].url, "already running"
+    else:
+        try:
+            url, how = (await asyncio.to_thread(launch_detached, deps)).url, "started"
+        except InspectorStartError as exc:
+            return Outcome(str(exc), "error")
     return Outcome(
-        f"Memory inspector: {started.url}\nOpen it in a browser on this computer. It shows what Pi "
-        f"remembers and why it recalled it; it stops by itself after {IDLE_MINUTES} minutes without use."
+        f"Memory inspector ({how}): {url}\nOpen it in a browser on this computer. It shows what Pi "
+        f"remembers and why it recalled it; it stops by itself after {IDLE_MINUTES} minutes without use, "
+        "or with `pi-memory-bridge serve --stop`."
     )

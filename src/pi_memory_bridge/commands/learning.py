@@ -13,13 +13,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from pi_memory_bridge.backends.base import BackendError
-from pi_memory_bridge.backends.local.learned_rows import JobSummary, StoredOp
-from pi_memory_bridge.backends.local.memories import LearnedMemories
-from pi_memory_bridge.commands.dialog import Cancelled, Dialog, Outcome
+from pi_memory_bridge.backends.local.learning.learned_rows import JobSummary, StoredOp
+from pi_memory_bridge.backends.local.learning.memories import LearnedMemories
 from pi_memory_bridge.config import global_config_path
 from pi_memory_bridge.learning.consent import NO, YES, consent_question, store_consent
 from pi_memory_bridge.learning.prompts import clean_text
 from pi_memory_bridge.redact import redact_text
+from pi_memory_bridge.vocabulary.dialog import Cancelled, Dialog, Outcome
 
 KEEP = "No, keep it"
 UNDO = "Yes, undo this job"

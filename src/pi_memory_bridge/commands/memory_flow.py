@@ -12,11 +12,12 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 
 from pi_memory_bridge.backends.base import BackendError, Capability, MemoryBackend
-from pi_memory_bridge.commands import memory_view as view
-from pi_memory_bridge.commands.dialog import Cancelled, Dialog, Outcome
-from pi_memory_bridge.commands.forget import ForgetCandidate, ForgetDeps, forget_chosen
-from pi_memory_bridge.commands.memory_view import MemoryItem
+from pi_memory_bridge.operations import memory_view as view
+from pi_memory_bridge.operations.forget import ForgetDeps, forget_chosen
+from pi_memory_bridge.operations.memory_view import MemoryItem
 from pi_memory_bridge.redact import redact_text
+from pi_memory_bridge.vocabulary.dialog import Cancelled, Dialog, Outcome
+from pi_memory_bridge.vocabulary.forget import ForgetCandidate
 
 TITLE = "Memory: what it knows"
 PROFILE = "Profile"
@@ -143,8 +144,8 @@ async def memory_flow(
 async def _browse(
     deps: ForgetDeps, backend: MemoryBackend, dialog: Dialog, query: str, saved: Callable[[], None]
 ) -> int:
-    """Three screens, the menu, a list, an item, until the user closes (or dismisses) one; the
-    number of changes made."""
+    """Three screens, the menu, a list, an item, until the user closes the menu (Escape goes back a
+    level); the number of changes made."""
     screen = "list" if query else "menu"
     title, items = (f"Matches for {query!r}", await view.search(backend, query)) if query else ("", [])
     current: MemoryItem | None = None
@@ -219,4 +220,7 @@ async def _browse(
                 else:
                     screen = "list"
         except Cancelled:
-            return changed  # dismissed: the view closes, keeping what was done
+            # Escape goes back one level, as Pi's own menus do; from the menu it closes the view
+            if screen == "menu":
+                return changed
+            screen, note = ("menu" if screen == "list" else "list"), ""

@@ -1,4 +1,5 @@
 """`/tdai-memory-outbox`: see and operate the capture outbox (status, list, flush, requeue, purge).
+The requeue and purge themselves are `operations.outbox`, shared with the inspector.
 
 /tdai-memory-outbox                      counts, last delivery error, pause
 /tdai-memory-outbox list [pending|in_flight|dead|quarantined]
@@ -13,17 +14,16 @@ import asyncio
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
-from pi_memory_bridge.commands.dialog import Dialog, Outcome
-from pi_memory_bridge.outbox import (
-    ALL,
-    AllRecords,
-    DeliveryReport,
-    Outbox,
-    OutboxCounts,
-    OutboxEntry,
-    RecordState,
+from pi_memory_bridge.operations.outbox import (
+    PURGEABLE,
+    describe_counts,
+    purge_records,
+    requeue_records,
+    resolve_ids,
 )
+from pi_memory_bridge.outbox import ALL, AllRecords, DeliveryReport, Outbox, OutboxEntry, RecordState
 from pi_memory_bridge.redact import redact_text
+from pi_memory_bridge.vocabulary.dialog import Dialog, Outcome
 
 USAGE = (
     "usage: /tdai-memory-outbox [status | list [pending|in_flight|dead|quarantined] | flush | "
@@ -40,20 +40,6 @@ class OutboxDeps:
     pause_reason: str | None = None
 
 
-def describe_counts(counts: OutboxCounts, pause_reason: str | None = None) -> str:
-    text = (
-        f"{counts.pending} pending, {counts.in_flight} in flight, {counts.dead} dead, "
-        f"{counts.quarantined} quarantined"
-    )
-    if counts.next_attempt_at is not None and counts.waiting:
-        text += f"; next attempt {counts.next_attempt_at:%H:%M:%S} UTC"
-    if pause_reason:
-        text += f"; delivery paused: {pause_reason}"
-    if counts.last_error:
-        text += f"; last delivery error: {redact_text(counts.last_error).text}"
-    return text
-
-
 def _entry_line(e: OutboxEntry) -> str:
     when = f"{e.created_at:%Y-%m-%d %H:%M}" if e.created_at else "?"
     text = ""
@@ -67,43 +53,6 @@ def _selection(arg: str) -> AllRecords | list[str] | None:
     if not arg:
         return None
     return ALL if arg.lower() == "all" else arg.split()
-
-
-PURGEABLE = (RecordState.DEAD, RecordState.QUARANTINED)
-
-
-def _resolve(outbox: Outbox, prefixes: list[str], states: tuple[RecordState, ...]) -> list[str]:
-    """Ids may be given as the short prefixes `list` shows."""
-    known = [e.id for s in states for e in outbox.admin.list_entries(s, limit=10_000)]
-    return [i for p in prefixes for i in known if i.startswith(p)]
-
-
-async def requeue_records(outbox: Outbox, selection: AllRecords | list[str]) -> str:
-    """Give dead records (all, or those whose ids start with the given prefixes) another chance."""
-    ids = (
-        selection
-        if not isinstance(selection, list)
-        else await asyncio.to_thread(_resolve, outbox, selection, (RecordState.DEAD,))
-    )
-    requeued = await asyncio.to_thread(outbox.admin.requeue_dead, ids)
-    return f"requeued {len(requeued)} dead record(s)"
-
-
-async def purge_targets(
-    outbox: Outbox, selection: AllRecords | list[str]
-) -> tuple[AllRecords | list[str], str]:
-    """What a purge of `selection` would drop, and how to say it in the confirmation."""
-    if isinstance(selection, list):
-        resolved = await asyncio.to_thread(_resolve, outbox, selection, PURGEABLE)
-        return resolved, f"{len(resolved)} record(s)"
-    return selection, "all dead and quarantined records"
-
-
-async def purge_records(outbox: Outbox, targets: AllRecords | list[str]) -> str:
-    """Drop dead and quarantined records for good (the caller has the user's confirmation)."""
-    purged = await asyncio.to_thread(outbox.admin.purge_dead, targets)
-    purged += await asyncio.to_thread(outbox.admin.purge_quarantined, targets)
-    return f"purged {len(purged)} record(s)"
 
 
 async def outbox_flow(deps: OutboxDeps, args: str, dialog: Dialog) -> Outcome:
@@ -162,7 +111,7 @@ async def _purge(outbox: Outbox, rest: str, dialog: Dialog) -> Outcome:
         return Outcome(USAGE, "warning")
     targets: AllRecords | list[str] = sel
     if isinstance(sel, list):
-        resolved = await asyncio.to_thread(_resolve, outbox, sel, PURGEABLE)
+        resolved = await asyncio.to_thread(resolve_ids, outbox, sel, PURGEABLE)
         targets, count = resolved, len(resolved)
         what = f"{count} record(s)"
     else:

@@ -13,12 +13,12 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from pi_memory_bridge.backends.base import BackendError
-from pi_memory_bridge.commands.dialog import Cancelled, Dialog, Outcome
 from pi_memory_bridge.learning.prompts import clean_text
 from pi_memory_bridge.redact import redact_text
+from pi_memory_bridge.vocabulary.dialog import Cancelled, Dialog, Outcome
 
 if TYPE_CHECKING:  # the store's modules load with the backend, not with the command table
-    from pi_memory_bridge.backends.local.proposals import AcceptReport, Proposal, ProposalReview
+    from pi_memory_bridge.backends.local.learning.proposals import AcceptReport, Proposal, ProposalReview
 
 
 def _line(text: str) -> str:

@@ -24,9 +24,7 @@ from pydantic import SecretStr, ValidationError
 from pi_memory_bridge.backends.base import BackendError
 from pi_memory_bridge.backends.memorycore import SdkBindings, install_command, load_sdk
 from pi_memory_bridge.commands._setup_checks import probe_layers, summary
-from pi_memory_bridge.commands._setup_config import ExistingConfig, merged_config, preview, read_existing
 from pi_memory_bridge.commands._setup_directory import Agent, Directory, Team, VerifiedUser
-from pi_memory_bridge.commands.dialog import Cancelled, Dialog, Outcome
 from pi_memory_bridge.config import (
     MemoryCoreSettings,
     endpoint_problem,
@@ -34,7 +32,9 @@ from pi_memory_bridge.config import (
     read_key_file,
     write_global_config,
 )
+from pi_memory_bridge.operations.global_config import ExistingConfig, merged_config, preview, read_existing
 from pi_memory_bridge.redact import redact_text
+from pi_memory_bridge.vocabulary.dialog import Cancelled, Dialog, Outcome
 
 SETUP_TIMEOUT_S = 5.0
 ENDPOINT_EXAMPLE = "https://memory.example.com or http://127.0.0.1:8420"

@@ -17,9 +17,9 @@ from pi_memory_bridge.wire import CommandRunParams
 
 if TYPE_CHECKING:  # not imported at run time: the engine opens without the commands' modules
     from pi_memory_bridge.catchup.runner import CatchUpRunner
-    from pi_memory_bridge.commands.dialog import Flow
-    from pi_memory_bridge.commands.status import Problem
     from pi_memory_bridge.engine.catch_up_service import SidecarImports
+    from pi_memory_bridge.vocabulary.dialog import Flow
+    from pi_memory_bridge.vocabulary.status import Problem
 
 log = logging.getLogger(__name__)
 

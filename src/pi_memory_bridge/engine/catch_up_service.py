@@ -19,10 +19,10 @@ from pi_memory_bridge.catchup.runner import CatchUpRunner
 __all__ = ["CatchUpRunner", "SidecarImports", "make_runner", "status_line", "status_problems"]
 from pi_memory_bridge.catchup.state import CatchUpState, StateError
 from pi_memory_bridge.commands.import_flow import ImportDeps, ImportOutcome
-from pi_memory_bridge.commands.status import Problem
 from pi_memory_bridge.config import LoadedConfig, data_dir
 from pi_memory_bridge.outbox import Outbox
 from pi_memory_bridge.outbox.delivery import CaptureDelivery
+from pi_memory_bridge.vocabulary.status import Problem
 
 log = logging.getLogger(__name__)
 

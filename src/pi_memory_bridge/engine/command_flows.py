@@ -6,22 +6,24 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
-from pi_memory_bridge.commands.dialog import Dialog, Flow, Outcome
-from pi_memory_bridge.commands.forget import ForgetDeps, forget_flow
+from pi_memory_bridge.commands.forget import forget_flow
 from pi_memory_bridge.commands.memory_flow import memory_flow
 from pi_memory_bridge.commands.outbox_ops import OutboxDeps, outbox_flow
-from pi_memory_bridge.commands.pause import ProjectPause, pause_flow
+from pi_memory_bridge.commands.pause import pause_flow
 from pi_memory_bridge.commands.review import review_flow
-from pi_memory_bridge.commands.status import render_status
 from pi_memory_bridge.engine.backend_slot import BackendSlot
 from pi_memory_bridge.engine.catch_up import CatchUp
 from pi_memory_bridge.engine.learning import Learning
 from pi_memory_bridge.engine.learning_flows import learning_command, undo_command
 from pi_memory_bridge.engine.skills import skill_source
 from pi_memory_bridge.engine.status import Status
+from pi_memory_bridge.operations.forget import ForgetDeps
+from pi_memory_bridge.operations.pause import ProjectPause
 from pi_memory_bridge.recall.trace_log import TraceLog
 from pi_memory_bridge.rpc.errors import InvalidParams
 from pi_memory_bridge.tools.memory import ToolFailure, memory_save
+from pi_memory_bridge.vocabulary.dialog import Dialog, Flow, Outcome
+from pi_memory_bridge.vocabulary.status import render_status
 from pi_memory_bridge.wire import CommandRunParams
 
 FlowFactory = Callable[[CommandRunParams], Flow]

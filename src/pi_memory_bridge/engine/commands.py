@@ -7,13 +7,13 @@ from __future__ import annotations
 from collections.abc import Mapping
 from pathlib import Path
 
-from pi_memory_bridge.commands.pause import ProjectPause
 from pi_memory_bridge.engine.backend_slot import BackendSlot
 from pi_memory_bridge.engine.command_flows import CommandFlows
 from pi_memory_bridge.engine.dialogs import FlowRegistry, UnknownFlow
 from pi_memory_bridge.engine.footer import FooterModel
 from pi_memory_bridge.engine.learning import Learning
 from pi_memory_bridge.engine.status import Status
+from pi_memory_bridge.operations.pause import ProjectPause
 from pi_memory_bridge.rpc.errors import InvalidParams
 from pi_memory_bridge.wire import CommandAnswerParams, CommandRunParams, CommandStep, Footer
 

@@ -22,7 +22,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from pi_memory_bridge.backends.base import MemoryBackend
-from pi_memory_bridge.commands.pause import ProjectPause
 from pi_memory_bridge.config import LoadedConfig, data_dir
 from pi_memory_bridge.engine import pause
 from pi_memory_bridge.engine.backend_slot import BackendSlot
@@ -36,6 +35,7 @@ from pi_memory_bridge.engine.sessions import Sessions
 from pi_memory_bridge.engine.skills import SkillCapture
 from pi_memory_bridge.engine.tools import Tools
 from pi_memory_bridge.footer import FooterState
+from pi_memory_bridge.operations.pause import ProjectPause
 from pi_memory_bridge.recall.trace_log import TraceLog, open_trace_log
 from pi_memory_bridge.wire import (
     CommandAnswerParams,
@@ -55,9 +55,9 @@ from pi_memory_bridge.wire import (
 )
 
 if TYPE_CHECKING:
-    from pi_memory_bridge.commands.status import StatusReport
     from pi_memory_bridge.engine.commands import Commands
     from pi_memory_bridge.engine.status import Status
+    from pi_memory_bridge.vocabulary.status import StatusReport
 
 log = logging.getLogger(__name__)
 

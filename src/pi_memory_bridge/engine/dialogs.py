@@ -14,7 +14,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from pi_memory_bridge.commands.dialog import Cancelled, Flow, Outcome
+from pi_memory_bridge.vocabulary.dialog import Cancelled, Flow, Outcome
 from pi_memory_bridge.wire import CommandStep
 
 Answer = bool | str | list[str] | None

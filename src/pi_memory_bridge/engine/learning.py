@@ -32,15 +32,15 @@ from pi_memory_bridge.config import LearningSettings
 from pi_memory_bridge.engine.learning_status import state_text
 from pi_memory_bridge.engine.shim_model import ShimModel
 from pi_memory_bridge.learning.model import CompletionModel
-from pi_memory_bridge.learning.project import project_of
 from pi_memory_bridge.learning.scheduler import JobScheduler
 from pi_memory_bridge.learning.working import WorkingModel
+from pi_memory_bridge.project import project_of
 from pi_memory_bridge.wire import ConsentNeeded, LearningTriggerResult, Notice
 
 if TYPE_CHECKING:
-    from pi_memory_bridge.backends.local.memories import LearnedMemories
+    from pi_memory_bridge.backends.local.learning.memories import LearnedMemories
+    from pi_memory_bridge.backends.local.learning.proposals import ProposalReview
     from pi_memory_bridge.backends.local.notes import NoteFiles
-    from pi_memory_bridge.backends.local.proposals import ProposalReview
     from pi_memory_bridge.learning.consolidate import JobOutcome, JobSettings
     from pi_memory_bridge.learning.notes import NotesReport
 
@@ -186,8 +186,8 @@ class Learning:
     def attach(self, backend: MemoryBackend, *, schedule: bool = True) -> None:
         """Work on `backend`; `schedule=False` only reads (a status report outside the sidecar)."""
         from pi_memory_bridge.backends.local import LocalBackend
-        from pi_memory_bridge.backends.local.memories import LearnedMemories
-        from pi_memory_bridge.backends.local.proposals import ProposalReview
+        from pi_memory_bridge.backends.local.learning.memories import LearnedMemories
+        from pi_memory_bridge.backends.local.learning.proposals import ProposalReview
 
         if not isinstance(backend, LocalBackend):
             self.problem = f"consolidation works on the local backend only (this one is {backend.name})"

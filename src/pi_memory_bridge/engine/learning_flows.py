@@ -8,8 +8,8 @@ from typing import TYPE_CHECKING
 from pi_memory_bridge.engine.learning_status import model_label
 
 if TYPE_CHECKING:
-    from pi_memory_bridge.commands.dialog import Flow
     from pi_memory_bridge.engine.learning import Learning
+    from pi_memory_bridge.vocabulary.dialog import Flow
 
 
 def undo_command(learning: Learning, args: str) -> Flow:

@@ -7,10 +7,16 @@ from pathlib import Path
 
 from pi_memory_bridge._version import PROTOCOL_VERSION, __version__
 from pi_memory_bridge.backends.base import BackendError, SearchesByMeaning
-from pi_memory_bridge.commands.outbox_ops import describe_counts
-from pi_memory_bridge.commands.status import (
-    Problem,
-    StatusReport,
+from pi_memory_bridge.config import LoadedConfig
+from pi_memory_bridge.engine.backend_slot import BackendSlot
+from pi_memory_bridge.engine.capture import CaptureStats
+from pi_memory_bridge.engine.catch_up import CatchUp
+from pi_memory_bridge.engine.learning import Learning
+from pi_memory_bridge.engine.learning_status import describe, sentence
+from pi_memory_bridge.engine.recall import Recall
+from pi_memory_bridge.engine.sessions import Sessions
+from pi_memory_bridge.operations.outbox import describe_counts
+from pi_memory_bridge.operations.status_lines import (
     config_problems,
     describe_budget,
     describe_embeddings,
@@ -22,16 +28,9 @@ from pi_memory_bridge.commands.status import (
     outbox_problems,
     sdk_problems,
 )
-from pi_memory_bridge.config import LoadedConfig
-from pi_memory_bridge.engine.backend_slot import BackendSlot
-from pi_memory_bridge.engine.capture import CaptureStats
-from pi_memory_bridge.engine.catch_up import CatchUp
-from pi_memory_bridge.engine.learning import Learning
-from pi_memory_bridge.engine.learning_status import describe, sentence
-from pi_memory_bridge.engine.recall import Recall
-from pi_memory_bridge.engine.sessions import Sessions
 from pi_memory_bridge.outbox import OutboxCounts
 from pi_memory_bridge.redact import redact_text
+from pi_memory_bridge.vocabulary.status import Problem, StatusReport
 
 
 def sdk_state() -> str:

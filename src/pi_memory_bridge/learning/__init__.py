@@ -5,7 +5,7 @@ prompts      the extract and reconcile prompts (tagged and versioned)
 parse        model text -> validated answer, fail-closed
 cheap        duplicates settled without a model call
 plan         validated answers -> a job's decisions (pure rules; hand-saved memories win)
-consolidate  one job end to end, against the store's ledger (backends/local/memories)
+consolidate  one job end to end, against the store's ledger (backends/local/learning/memories)
 model        the completion interface and the Pi-side model (`model/complete` via the shim)
 endpoint     an OpenAI-compatible endpoint the user configured (httpx)
 budget       the daily token budget

@@ -19,7 +19,7 @@ from datetime import UTC, datetime
 from typing import Literal
 
 from pi_memory_bridge.backends.local.atomic_rows import content_key
-from pi_memory_bridge.backends.local.learned_rows import (
+from pi_memory_bridge.backends.local.learning.learned_rows import (
     JobConflict,
     JobOp,
     JobRecord,
@@ -28,7 +28,7 @@ from pi_memory_bridge.backends.local.learned_rows import (
     PendingTurn,
     new_job_id,
 )
-from pi_memory_bridge.backends.local.memories import LearnedMemories
+from pi_memory_bridge.backends.local.learning.memories import LearnedMemories
 from pi_memory_bridge.learning.budget import allows, budget_day, estimate_tokens
 from pi_memory_bridge.learning.cheap import shares_a_topic
 from pi_memory_bridge.learning.model import Completion, CompletionModel, ModelError

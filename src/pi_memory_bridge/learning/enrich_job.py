@@ -15,9 +15,9 @@ import logging
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 
-from pi_memory_bridge.backends.local.enrichments import EnrichRecord
-from pi_memory_bridge.backends.local.learned_rows import JobConflict, MemoryRow
-from pi_memory_bridge.backends.local.memories import LearnedMemories
+from pi_memory_bridge.backends.local.learning.enrichments import EnrichRecord
+from pi_memory_bridge.backends.local.learning.learned_rows import JobConflict, MemoryRow
+from pi_memory_bridge.backends.local.learning.memories import LearnedMemories
 from pi_memory_bridge.learning.consolidate import JobOutcome, JobSettings, ModelJob
 from pi_memory_bridge.learning.enrichment import (
     MAX_ENRICH_BATCH,

@@ -16,8 +16,8 @@ from dataclasses import dataclass
 from pydantic import BaseModel, ConfigDict, Field
 
 from pi_memory_bridge.backends.local.atomic_rows import content_key
-from pi_memory_bridge.backends.local.enrichments import Cue
-from pi_memory_bridge.backends.local.learned_rows import MemoryRow
+from pi_memory_bridge.backends.local.learning.enrichments import Cue
+from pi_memory_bridge.backends.local.learning.learned_rows import MemoryRow
 from pi_memory_bridge.learning.parse import Refused
 from pi_memory_bridge.learning.plan import looks_like_file_content
 from pi_memory_bridge.learning.prompts import Prompt, clean_text

@@ -17,10 +17,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from pi_memory_bridge.backends.local.learned_rows import MemoryRow
-from pi_memory_bridge.backends.local.memories import LearnedMemories
+from pi_memory_bridge.backends.local.learning.learned_rows import MemoryRow
+from pi_memory_bridge.backends.local.learning.memories import LearnedMemories
 from pi_memory_bridge.backends.local.notes import NoteFiles
-from pi_memory_bridge.learning.project import project_name
+from pi_memory_bridge.project import project_name
 
 PROFILE_FILENAME = "profile.learned.md"
 PROJECT_DIR = "learned"

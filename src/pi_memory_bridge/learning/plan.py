@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from pi_memory_bridge.backends.local.atomic_rows import content_key
-from pi_memory_bridge.backends.local.learned_rows import JobOp, MemoryRow, OpKind, PendingTurn
+from pi_memory_bridge.backends.local.learning.learned_rows import JobOp, MemoryRow, OpKind, PendingTurn
 from pi_memory_bridge.learning.cheap import is_exact_duplicate, is_near_duplicate
 from pi_memory_bridge.learning.parse import Refused
 from pi_memory_bridge.learning.prompts import PromptExisting, PromptNew

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING
 from pydantic import ValidationError
 
 if TYPE_CHECKING:
-    from pi_memory_bridge.commands.forget import ForgetCandidate
+    from pi_memory_bridge.vocabulary.forget import ForgetCandidate
 
 from pi_memory_bridge.recall.trace import RecallTrace, TraceItem, clip_prompt
 

@@ -33,15 +33,8 @@ from pathlib import Path
 from typing import Any
 
 from pi_memory_bridge.config import data_dir, default_agent_dir
-from pi_memory_bridge.sidecar.daemon_contract import (
-    LOCK_SUFFIX,
-    RUNTIME_DIR_FALLBACK,
-    RUNTIME_DIR_VARS,
-    SOCKET_DIR_PREFIX,
-    SOCKET_SUFFIX,
-    SOCKET_VAR,
-    read_lock_pid,
-)
+from pi_memory_bridge.daemon_contract import LOCK_SUFFIX, SOCKET_SUFFIX, SOCKET_VAR, read_lock_pid
+from pi_memory_bridge.runtime_dir import runtime_dir
 from pi_memory_bridge.sidecar.daemon_start import (
     LOCK_WAIT_S,
     SocketUnusable,
@@ -241,12 +234,6 @@ async def _first(*waits: Coroutine[Any, Any, object]) -> None:
     await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
     for task in tasks:
         task.cancel()
-
-
-def runtime_dir(env: Mapping[str, str]) -> Path:
-    """Where the shim puts this user's sockets (extension-shim/src/daemon.ts, `socketPath`)."""
-    base = next((env[v] for v in RUNTIME_DIR_VARS if env.get(v)), RUNTIME_DIR_FALLBACK)
-    return Path(base) / f"{SOCKET_DIR_PREFIX}{os.getuid()}"
 
 
 def _holder(lock: Path) -> int | None:

@@ -21,7 +21,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, NoReturn
 
-from pi_memory_bridge.sidecar.daemon_contract import LOCK_SUFFIX, SOCKET_VAR, lock_text
+from pi_memory_bridge.daemon_contract import LOCK_SUFFIX, SOCKET_VAR, lock_text
 from pi_memory_bridge.sidecar.quick_start import (
     EARLY_MODULE,
     BackgroundImports,

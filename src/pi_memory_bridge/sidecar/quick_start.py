@@ -29,9 +29,8 @@ import threading
 import time
 from typing import TYPE_CHECKING
 
-from pi_memory_bridge import surrogates
+from pi_memory_bridge import daemon_contract, surrogates
 from pi_memory_bridge._version import PROTOCOL_VERSION, __version__
-from pi_memory_bridge.sidecar import daemon_contract
 
 if TYPE_CHECKING:  # not imported at run time: dataclasses, pathlib and typing's helpers cost
     # 20-60 ms of a start on a loaded machine, and this runs before the answer

@@ -21,7 +21,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from pi_memory_bridge.backends.base import BackendError
-from pi_memory_bridge.commands.dialog import Cancelled, Dialog, Outcome
 from pi_memory_bridge.redact import redact_text
 from pi_memory_bridge.skills._atomic import recover
 from pi_memory_bridge.skills._bundle import SKILL_FILE, SkillBundle, SkillBundleError, fetch_bundle
@@ -39,6 +38,7 @@ from pi_memory_bridge.skills._sync import (
     server_deleted,
     sync_lock,
 )
+from pi_memory_bridge.vocabulary.dialog import Cancelled, Dialog, Outcome
 
 ALL = "Sync all of them"
 CHOOSE = "Choose one by one"

@@ -11,13 +11,14 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Sequence
 
-from pi_memory_bridge.commands.forget import ForgetCandidate, delete_candidates
-from pi_memory_bridge.commands.memory_edit import EditReport, edit_memory, save_profile, save_scenario
-from pi_memory_bridge.commands.outbox_ops import purge_records, purge_targets, requeue_records
+from pi_memory_bridge.operations.forget import delete_candidates
+from pi_memory_bridge.operations.memory_edit import EditReport, edit_memory, save_profile, save_scenario
+from pi_memory_bridge.operations.outbox import purge_records, purge_targets, requeue_records
 from pi_memory_bridge.outbox import AllRecords, Outbox
 from pi_memory_bridge.recall.trace_log import TraceLogError
 from pi_memory_bridge.ui.reads.outbox import outbox_entries
 from pi_memory_bridge.ui.service import Inspector, plain
+from pi_memory_bridge.vocabulary.forget import ForgetCandidate
 
 Selection = AllRecords | list[str]
 

@@ -17,7 +17,7 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse, Response
 
 from pi_memory_bridge._version import __version__
-from pi_memory_bridge.commands.memory_edit import EditReport
+from pi_memory_bridge.operations.memory_edit import EditReport
 from pi_memory_bridge.recall.trace import FATE_WORDS
 from pi_memory_bridge.ui.security import CSRF_FIELD, Guard
 from pi_memory_bridge.ui.service import Inspector

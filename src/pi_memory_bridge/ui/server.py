@@ -77,6 +77,10 @@ async def serve(
         app, log_config=None, access_log=False, lifespan="off", server_header=False, date_header=False
     )
     server = uvicorn.Server(config)
+    from pi_memory_bridge.ui import registry
+
+    # listed before the address is printed: whoever read the address finds it registered
+    listed = registry.register(env, guard.start_url, agent_dir)
     print(guard.start_url, flush=True)
     print(
         f"memory inspector for {agent_dir}: open the address above; it stops on Ctrl-C "
@@ -102,6 +106,7 @@ async def serve(
         watcher.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await watcher
+        registry.unregister(env, listed)
         await inspector.close()
         sock.close()
     return 0

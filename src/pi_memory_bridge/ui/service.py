@@ -17,9 +17,9 @@ from pathlib import Path
 from pi_memory_bridge.backends.base import BackendError, Capability, MemoryBackend, NoteWriter
 from pi_memory_bridge.backends.factory import open_backend
 from pi_memory_bridge.backends.local import LocalBackend
-from pi_memory_bridge.backends.local.memories import LearnedMemories
-from pi_memory_bridge.commands.forget import ForgetDeps
+from pi_memory_bridge.backends.local.learning.memories import LearnedMemories
 from pi_memory_bridge.config import LoadedConfig, data_dir, load_config
+from pi_memory_bridge.operations.forget import ForgetDeps
 from pi_memory_bridge.outbox.delivery import CaptureDelivery
 from pi_memory_bridge.recall.trace_log import TraceLog, TraceLogError
 from pi_memory_bridge.redact import redact_text

@@ -15,12 +15,12 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 
 from pi_memory_bridge.backends.base import BackendError
-from pi_memory_bridge.backends.local.learned_rows import JobSummary, MemoryRow
-from pi_memory_bridge.backends.local.memories import LearnedMemories
-from pi_memory_bridge.commands.dialog import Cancelled, Outcome
+from pi_memory_bridge.backends.local.learning.learned_rows import JobSummary, MemoryRow
+from pi_memory_bridge.backends.local.learning.memories import LearnedMemories
 from pi_memory_bridge.commands.learning import UNDO, UndoDeps, undo_flow
 from pi_memory_bridge.redact import redact_text
 from pi_memory_bridge.ui.job_additions import Addition, additions
+from pi_memory_bridge.vocabulary.dialog import Cancelled, Outcome
 
 JOB_LIST = 30
 

@@ -93,7 +93,7 @@ class LocalMemories:
 
     def _delete(self, ids: builtins.list[str]) -> DeleteReport:
         # a memory goes with its history: what it superseded or merged is not kept behind, unseen
-        from pi_memory_bridge.backends.local.memories import LearnedMemories
+        from pi_memory_bridge.backends.local.learning.memories import LearnedMemories
 
         history = [i for i in LearnedMemories(self._store).history_of(ids) if i not in ids]
         report = self._rows.delete([*ids, *history])

@@ -13,10 +13,10 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 
 from pi_memory_bridge.backends.base import AtomicType, BackendConfigError
-from pi_memory_bridge.backends.local.enrichment_schema import migration_7
 from pi_memory_bridge.backends.local.fts import FtsSpec
+from pi_memory_bridge.backends.local.learning.enrichment_schema import migration_7
+from pi_memory_bridge.backends.local.learning.question_schema import migration_5
 from pi_memory_bridge.backends.local.memory_schema import migration_4, migration_6
-from pi_memory_bridge.backends.local.question_schema import migration_5
 
 TURNS_INDEX = FtsSpec(
     content_table="turns",

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from pi_memory_bridge.backends.base import BackendError, Capability, Profile, ScenarioEntry, ScenarioNote
-from pi_memory_bridge.commands.status import Problem
 from pi_memory_bridge.ui.service import Inspector, plain
+from pi_memory_bridge.vocabulary.status import Problem
 
 
 async def profile_and_notes(

@@ -6,10 +6,11 @@ import asyncio
 from dataclasses import dataclass
 
 from pi_memory_bridge.backends.base import BackendError
-from pi_memory_bridge.commands.outbox_ops import describe_counts
-from pi_memory_bridge.commands.status import Problem, outbox_problems
+from pi_memory_bridge.operations.outbox import describe_counts
+from pi_memory_bridge.operations.status_lines import outbox_problems
 from pi_memory_bridge.outbox import OutboxCounts, OutboxEntry, RecordState
 from pi_memory_bridge.ui.service import Inspector, plain
+from pi_memory_bridge.vocabulary.status import Problem
 
 OUTBOX_LIST_LIMIT = 200
 

@@ -6,7 +6,7 @@ import asyncio
 from dataclasses import dataclass
 
 from pi_memory_bridge.backends.base import BackendError, Profile, ScenarioEntry
-from pi_memory_bridge.commands.status import Problem, config_problems, sdk_problems
+from pi_memory_bridge.operations.status_lines import config_problems, sdk_problems
 from pi_memory_bridge.outbox import OutboxCounts
 from pi_memory_bridge.recall.trace_log import StoredTrace
 from pi_memory_bridge.ui.reads.notes import profile_and_notes
@@ -15,6 +15,7 @@ from pi_memory_bridge.ui.reads.traces import recent_traces
 from pi_memory_bridge.ui.service import Inspector, plain
 from pi_memory_bridge.ui.store_view import StoreViewError
 from pi_memory_bridge.ui.views import Learning, MemoryRow, StoreCounts
+from pi_memory_bridge.vocabulary.status import Problem
 
 RECENT_MEMORIES = 6
 

@@ -25,8 +25,8 @@ from pi_memory_bridge.backends.base import (
     MemoryBackend,
     NoteWriter,
 )
-from pi_memory_bridge.commands import memory_view as view
-from pi_memory_bridge.commands.memory_view import MemoryItem
+from pi_memory_bridge.operations import memory_view as view
+from pi_memory_bridge.operations.memory_view import MemoryItem
 
 EXPORT_FORMAT: Final = "pi-memory-bridge-export"
 EXPORT_VERSION: Final = 1

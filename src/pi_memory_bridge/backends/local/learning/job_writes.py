@@ -21,7 +21,7 @@ from typing import Literal
 from pi_memory_bridge import textsearch
 from pi_memory_bridge.backends.local import fts
 from pi_memory_bridge.backends.local.atomic_rows import clean_tags, content_key
-from pi_memory_bridge.backends.local.learned_rows import (
+from pi_memory_bridge.backends.local.learning.learned_rows import (
     JOB_COLUMNS,
     KEEP_FINISHED_JOBS,
     LEARNED_SOURCE,
@@ -36,7 +36,7 @@ from pi_memory_bridge.backends.local.learned_rows import (
     ts,
     utc_now,
 )
-from pi_memory_bridge.backends.local.question_schema import add_questions
+from pi_memory_bridge.backends.local.learning.question_schema import add_questions
 from pi_memory_bridge.backends.local.row_values import MAX_INDEXED_CHARS
 from pi_memory_bridge.backends.local.schema import ATOMIC_INDEX
 from pi_memory_bridge.backends.local.store import SqliteMemoryStore

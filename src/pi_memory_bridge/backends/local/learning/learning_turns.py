@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from datetime import datetime
 
-from pi_memory_bridge.backends.local.learned_rows import (
+from pi_memory_bridge.backends.local.learning.learned_rows import (
     TURN_COLUMNS,
     PendingTurn,
     pending_of,

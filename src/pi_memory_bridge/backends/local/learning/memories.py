@@ -10,10 +10,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from pi_memory_bridge.backends.local.enrichments import MemoryEnrichment
-from pi_memory_bridge.backends.local.job_ledger import JobLedger
-from pi_memory_bridge.backends.local.job_writes import JobWriter
-from pi_memory_bridge.backends.local.learned_rows import (
+from pi_memory_bridge.backends.local.learning.enrichments import MemoryEnrichment
+from pi_memory_bridge.backends.local.learning.job_ledger import JobLedger
+from pi_memory_bridge.backends.local.learning.job_writes import JobWriter
+from pi_memory_bridge.backends.local.learning.learned_rows import (
     ROW_COLUMNS,
     LearningCounts,
     MemoryRow,
@@ -21,7 +21,7 @@ from pi_memory_bridge.backends.local.learned_rows import (
     row_of,
     rows_in,
 )
-from pi_memory_bridge.backends.local.learning_turns import LearningTurns
+from pi_memory_bridge.backends.local.learning.learning_turns import LearningTurns
 from pi_memory_bridge.backends.local.store import (
     SqliteMemoryStore,
 )

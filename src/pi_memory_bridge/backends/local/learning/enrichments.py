@@ -19,8 +19,8 @@ from datetime import datetime
 from pi_memory_bridge import textsearch
 from pi_memory_bridge.backends.local import fts
 from pi_memory_bridge.backends.local.atomic_rows import clean_tags, content_key
-from pi_memory_bridge.backends.local.job_writes import insert_job
-from pi_memory_bridge.backends.local.learned_rows import (
+from pi_memory_bridge.backends.local.learning.job_writes import insert_job
+from pi_memory_bridge.backends.local.learning.learned_rows import (
     ROW_COLUMNS,
     JobConflict,
     JobSummary,
@@ -29,7 +29,7 @@ from pi_memory_bridge.backends.local.learned_rows import (
     ts,
     utc_now,
 )
-from pi_memory_bridge.backends.local.question_schema import clean_questions
+from pi_memory_bridge.backends.local.learning.question_schema import clean_questions
 from pi_memory_bridge.backends.local.row_values import MAX_INDEXED_CHARS
 from pi_memory_bridge.backends.local.schema import ATOMIC_INDEX
 from pi_memory_bridge.backends.local.store import SqliteMemoryStore

@@ -9,8 +9,8 @@ from collections.abc import Sequence
 
 from pi_memory_bridge.backends.base import BackendRejected
 from pi_memory_bridge.backends.local import fts
-from pi_memory_bridge.backends.local.enrichments import undo_enrichment
-from pi_memory_bridge.backends.local.learned_rows import (
+from pi_memory_bridge.backends.local.learning.enrichments import undo_enrichment
+from pi_memory_bridge.backends.local.learning.learned_rows import (
     JOB_COLUMNS,
     JobState,
     JobSummary,

@@ -21,8 +21,8 @@ from typing import Literal
 from pi_memory_bridge.backends.base import BackendRejected
 from pi_memory_bridge.backends.local import fts
 from pi_memory_bridge.backends.local.atomic_rows import content_key
-from pi_memory_bridge.backends.local.job_writes import insert_job, insert_memory
-from pi_memory_bridge.backends.local.learned_rows import JobSummary, MemoryRow, new_job_id, rows_in
+from pi_memory_bridge.backends.local.learning.job_writes import insert_job, insert_memory
+from pi_memory_bridge.backends.local.learning.learned_rows import JobSummary, MemoryRow, new_job_id, rows_in
 from pi_memory_bridge.backends.local.schema import ATOMIC_INDEX
 from pi_memory_bridge.backends.local.store import SqliteMemoryStore
 

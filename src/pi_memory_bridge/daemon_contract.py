@@ -4,7 +4,8 @@ narrower, the stored handshake answer), and where the socket and its lock file l
 
 Defined here once and rendered into the shim's generated tables (`sidecar/tables.py`, checked by
 `tests/test_shim_tables.py`), which `extension-shim/src/daemon.ts` reads. Standard library only
-and nothing but constants: `quick_start` and `daemon_start` import it before the heavy imports.
+and nothing but constants: the sidecar's `quick_start` and `daemon_start` import it before the
+heavy imports, and `runtime_dir` (the socket folder) too.
 """
 
 from __future__ import annotations

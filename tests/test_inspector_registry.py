@@ -1,0 +1,66 @@
+"""Running inspectors are known: `/tdai-memory-ui` reuses one, `serve --stop` stops them and says
+so, and a killed one is never listed as running."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+from pi_memory_bridge.commands.inspector_launch import InspectorDeps, inspector_flow, launch_detached
+from pi_memory_bridge.ui import registry
+from waiting import wait_until
+
+CLI = [sys.executable, "-c", "import sys; from pi_memory_bridge.cli import main; sys.exit(main())"]
+
+
+def _env(tmp_path: Path) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PI_")}
+    runtime = tmp_path / "run"
+    runtime.mkdir(mode=0o700, exist_ok=True)
+    env.update(PI_CODING_AGENT_DIR=str(tmp_path / "agent"), HOME=str(tmp_path), XDG_RUNTIME_DIR=str(runtime))
+    return env
+
+
+def _reap(pid: int) -> bool:
+    try:
+        os.waitpid(pid, os.WNOHANG)
+        os.kill(pid, 0)
+    except (ChildProcessError, ProcessLookupError):
+        return True
+    return False
+
+
+async def test_the_pi_command_reuses_a_running_inspector_and_serve_stop_stops_it(tmp_path: Path) -> None:
+    env = _env(tmp_path)
+    deps = InspectorDeps(agent_dir=tmp_path / "agent", cwd=tmp_path, env=env)
+    first = await inspector_flow(deps)
+    assert "(started)" in first.message
+    [running] = registry.running(env, tmp_path / "agent")
+    assert running.url in first.message and running.address().startswith("http://127.0.0.1:")
+    assert "token" not in running.address()
+    again = await inspector_flow(deps)
+    assert "(already running)" in again.message and running.url in again.message
+    assert len(registry.running(env)) == 1
+    assert registry.running(env, tmp_path / "other") == []
+
+    stop = await asyncio.to_thread(
+        subprocess.run, [*CLI, "serve", "--stop"], env=env, capture_output=True, text=True, timeout=60
+    )
+    assert stop.returncode == 0, stop.stderr
+    assert stop.stdout.strip() == "stopped 0 background sidecars and 1 memory inspector"
+    wait_until(lambda: _reap(running.pid), 15, "the inspector's exit", interval=0.1)
+    assert registry.running(env) == []
+
+
+def test_a_killed_inspector_is_not_listed(tmp_path: Path) -> None:
+    env = _env(tmp_path)
+    started = launch_detached(InspectorDeps(agent_dir=tmp_path / "agent", cwd=tmp_path, env=env))
+    assert [r.pid for r in registry.running(env)] == [started.pid]
+    os.kill(started.pid, signal.SIGKILL)  # no chance to unregister
+    wait_until(lambda: _reap(started.pid), 15, "the inspector's death", interval=0.1)
+    assert registry.running(env) == []
+    assert not list((tmp_path / "run").glob("pi-memory-bridge-*/inspector-*"))  # its record is removed

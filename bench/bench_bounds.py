@@ -7,7 +7,9 @@ within, and exits 1 if one is over (rerun on a quiet machine before believing it
 Cases: recall with hanging layers against its deadline; layers in parallel (two 200 ms layers);
 recall of a one-megabyte prompt; query terms of a one-megabyte query; a one-megabyte query on the
 local store; redaction of one-megabyte adversarial inputs; a locked local store giving up after
-its busy timeout.
+its busy timeout; the vector worker's wait for a recall's search (how late it goes once the search
+ends, and its first wait without any recall); the learning save timer's bound on a burst of saves
+(the unit tests check these bounds on a virtual clock).
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
@@ -30,6 +33,8 @@ from fake_backend import FakeBackend, mem, turn  # noqa: E402
 from pi_memory_bridge.backends.base import BackendUnavailable, ConversationTurn  # noqa: E402
 from pi_memory_bridge.backends.local import LocalBackend  # noqa: E402
 from pi_memory_bridge.backends.local.backend import DB_FILENAME  # noqa: E402
+from pi_memory_bridge.backends.local.search_activity import FIRST_WAIT_S, SearchActivity  # noqa: E402
+from pi_memory_bridge.learning.scheduler import JobScheduler  # noqa: E402
 from pi_memory_bridge.recall import RecallBudget, recall  # noqa: E402
 from pi_memory_bridge.redact import redact_text  # noqa: E402
 from pi_memory_bridge.textsearch import query_terms  # noqa: E402
@@ -115,6 +120,63 @@ async def locked_store_gives_up() -> float:
             await backend.close()
 
 
+def worker_late_after_search() -> float:
+    """How long after a recall's search ended the waiting vector worker goes on."""
+    activity = SearchActivity()
+    with activity.searching():
+        pass
+    ended: list[float] = []
+    entered = threading.Event()
+
+    def search() -> None:
+        with activity.searching():
+            entered.set()
+            time.sleep(0.3)
+            ended.append(time.perf_counter())
+
+    thread = threading.Thread(target=search)
+    thread.start()
+    entered.wait(5)
+    activity.wait_turn(threading.Event())
+    went = time.perf_counter()
+    thread.join()
+    return went - ended[0]
+
+
+def worker_first_wait() -> float:
+    activity = SearchActivity()
+    started = time.perf_counter()
+    activity.wait_turn(threading.Event())
+    return time.perf_counter() - started
+
+
+async def save_burst_run_at() -> float:
+    """When a burst of four saves 0.1 s apart (debounce 0.2 s, bound 0.35 s) gets its run."""
+    loop = asyncio.get_running_loop()
+    runs: list[float] = []
+
+    async def run() -> None:
+        runs.append(loop.time())
+
+    scheduler = JobScheduler(run, idle_s=5.0, every_turns=100)
+    start = loop.time()
+    for _ in range(4):
+        scheduler.soon(0.2, within_s=0.35)
+        await asyncio.sleep(0.1)
+    await asyncio.sleep(0.3)
+    await scheduler.idle()
+    await scheduler.close()
+    return runs[0] - start
+
+
+def _ranged(name: str, low: float, high: float, figures: list[float]) -> int:
+    worst = max(figures, key=lambda f: max(low - f, f - high))
+    flag = "" if all(low <= f <= high for f in figures) else "  OVER"
+    bound = f"{low:g}-{high:g}"
+    print(f"{name:<46} {bound:>8} {statistics.median(figures):>9.3f} {worst:>8.3f}{flag}")
+    return 1 if flag else 0
+
+
 async def timed(work: Callable[[], Awaitable[object]], runs: int) -> list[float]:
     out = []
     for _ in range(runs):
@@ -147,6 +209,24 @@ async def main(runs: int) -> int:
     waited = await locked_store_gives_up()
     print(f"{'locked store gives up (busy timeout 0.3 s)':<46} {'0.25-5':>8} {waited:>9.3f} {waited:>8.3f}")
     over += not (0.25 < waited < 5)
+    over += _ranged(
+        "vector worker goes after the search ends",
+        0.0,
+        0.1,
+        [worker_late_after_search() for _ in range(runs)],
+    )
+    over += _ranged(
+        f"vector worker's first wait, no recall ({FIRST_WAIT_S:g} s)",
+        FIRST_WAIT_S,
+        FIRST_WAIT_S + 0.1,
+        [worker_first_wait() for _ in range(min(runs, 2))],
+    )
+    over += _ranged(
+        "save timer: a 4-save burst's run (bound 0.35 s)",
+        0.35,
+        0.45,
+        [await save_burst_run_at() for _ in range(runs)],
+    )
     await store.backend.close()
     store.dir.cleanup()
     return 1 if over else 0

@@ -16,11 +16,19 @@ sys.path.insert(0, str(_E2E_ROOT.parent / "tests"))
 _INSTALLS = pi_installs()
 
 
+# The files whose single tests take longest (a whole setup.sh, the packaged install): they start
+# first, so that no parallel worker (scripts/test.sh) starts one of them last and runs on alone.
+_LONGEST_FIRST = ("test_e2e_readme.py", "test_e2e_install.py")
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     for item in items:
         if item.path.is_relative_to(_E2E_ROOT):
             item.add_marker(pytest.mark.e2e)
             item.add_marker(pytest.mark.slow)  # real Pi processes: `-m "not slow"` skips them
+    # stable, and the same in every worker process (xdist checks that they all collected alike)
+    rank = {name: i for i, name in enumerate(_LONGEST_FIRST)}
+    items.sort(key=lambda item: rank.get(item.path.name, len(rank)))
 
 
 @pytest.fixture(scope="session", params=_INSTALLS, ids=[i.label for i in _INSTALLS])

@@ -149,6 +149,7 @@ HANG_AFTER_INIT = Path(__file__).parent / "fixtures" / "hang_after_initialize.py
 PROMPT = "how do we deploy the billing service to staging?"
 
 
+@pytest.mark.serial  # a wall-time bound: run alone (scripts/test.sh)
 @pytest.mark.parametrize("case", ["never listens", "hangs after initialize"])
 def test_a_hung_background_sidecar_delays_a_pi_p_run_by_at_most_the_recall_deadline(
     pi_env: PiEnv, runtime_dir: Path, case: str

@@ -70,6 +70,7 @@ def _configure(env: PiEnv, port: int) -> None:
     env.extra_env["TDAI_MEMORY_GATEWAY_API_KEY"] = "synthetic-gateway-key-for-tests"
 
 
+@pytest.mark.serial  # a wall-time bound: run alone (scripts/test.sh)
 @pytest.mark.parametrize("server", ["down", "hanging"])
 def test_turns_complete_and_capture_waits_in_the_outbox(
     pi_env: PiEnv, fake_model: FakeModel, server: str, request: pytest.FixtureRequest

@@ -25,6 +25,7 @@ HANG_AFTER_INIT = REPO_ROOT / "e2e" / "fixtures" / "hang_after_initialize.py"
 PROMPT = "how do we deploy the billing service to staging?"
 
 
+@pytest.mark.serial  # a wall-time bound: run alone (scripts/test.sh)
 @pytest.mark.parametrize("case", ["never answers", "hangs after initialize"])
 def test_a_hung_sidecar_delays_a_pi_p_run_by_at_most_the_recall_deadline(pi_env: PiEnv, case: str) -> None:
     cmd = {
@@ -68,6 +69,7 @@ def _subagents(env: PiEnv, n: int, timings: Path) -> list[subprocess.CompletedPr
     return done
 
 
+@pytest.mark.serial  # a wall-time bound: run alone (scripts/test.sh)
 def test_no_session_subagents_get_recall_are_not_captured_and_never_wait_past_the_deadline(
     pi_env: PiEnv, fake_model: FakeModel, tmp_path: Path
 ) -> None:

@@ -49,6 +49,7 @@ LAYERS: dict[str, int] = {
     "inspector_registry": FOUNDATION,  # which inspectors run: read by status and `serve --stop` too
     "pause_history": FOUNDATION,  # when each project was paused: read by catch-up and import
     "sqlite_integrity": FOUNDATION,  # a database's integrity check, as doctor and status say it
+    "daemon_contract": FOUNDATION,  # what the shim and the background sidecar agree on before a handshake
     "footer": FOUNDATION,  # the footer's states and their text: named by flows, sent on the wire
     "agents": FOUNDATION,  # which agent saved a memory (its `agent:<name>` source), in words
     "redact": FOUNDATION,

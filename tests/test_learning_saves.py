@@ -12,6 +12,7 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
+import looptime
 import pytest
 
 from learning_helpers import ScriptedModel, decide, enrich, extract, run, turn
@@ -206,7 +207,16 @@ async def test_a_spent_budget_defers_the_run_without_a_model_call(tmp_path: Path
         await engine.shutdown()
 
 
-async def test_the_save_timer_is_debounced_bounded_and_not_postponed_by_turns() -> None:
+def test_the_save_timer_is_debounced_bounded_and_not_postponed_by_turns() -> None:
+    # virtual time (looptime): the loop's clock jumps to its next timer, so the bounds are exact
+    loop = looptime.new_event_loop(start=0.0)
+    try:
+        loop.run_until_complete(_save_timer_scenario())
+    finally:
+        loop.close()
+
+
+async def _save_timer_scenario() -> None:
     runs: list[float] = []
     loop = asyncio.get_running_loop()
 
@@ -214,16 +224,17 @@ async def test_the_save_timer_is_debounced_bounded_and_not_postponed_by_turns() 
         runs.append(loop.time())
 
     scheduler = JobScheduler(run, idle_s=5.0, every_turns=100)
-    start = loop.time()
-    for _ in range(4):  # a save every 0.1 s: debounced (0.5 s), but at the latest 0.35 s after the first
+    for _ in range(4):  # a save every 0.1 s: debounced (0.2 s), but at the latest 0.35 s after the first
         scheduler.soon(0.2, within_s=0.35)
         scheduler.turns_arrived(1)  # turns re-arm their own (long) idle timer, not this one
         await asyncio.sleep(0.1)
     await asyncio.sleep(0.3)
     await scheduler.idle()
-    assert len(runs) == 1 and 0.3 <= runs[0] - start < 0.6
+    assert runs == [pytest.approx(0.35)]  # the burst's bound, not 0.2 s after its last save
     scheduler.soon(0.05, within_s=1.0)  # a new burst has a bound of its own
     await asyncio.sleep(0.15)
     await scheduler.idle()
+    assert runs == [pytest.approx(0.35), pytest.approx(0.75)]  # 0.05 s after the new burst's save
+    await asyncio.sleep(10.0)  # the turns' idle timer: the save's run covered what it waited for
     assert len(runs) == 2
     await scheduler.close()

@@ -407,6 +407,7 @@ def test_leases_of_a_process_that_is_gone_are_reclaimed_at_once(tmp_path: Path, 
         "some-other-host/1/abc",  # another host: cannot tell, wait for expiry
         "garbage-owner",
     ],
+    ids=["this-process", "another-host", "garbage"],  # the same in every xdist worker (no pid)
 )
 def test_leases_of_live_or_unknown_owners_wait_for_expiry(
     tmp_path: Path, clock: FakeClock, owner: str

@@ -24,17 +24,18 @@ import { lstatSync, mkdirSync, readFileSync, realpathSync, statSync } from "node
 import { connect, type Socket } from "node:net";
 import { isAbsolute, join } from "node:path";
 import { PassThrough, type Readable, type Writable } from "node:stream";
+import { DAEMON_CONTRACT } from "./generated/tables.ts";
 import { CLIENT_VERSION } from "./protocol.ts";
 
-export const DAEMON_VAR = "PI_MEMORY_BRIDGE_DAEMON";
-export const SOCKET_VAR = "PI_MEMORY_BRIDGE_SOCKET";
+export const DAEMON_VAR = DAEMON_CONTRACT.daemonVar;
+export const SOCKET_VAR = DAEMON_CONTRACT.socketVar;
 const CONNECT_RETRY_MS = 15;
 const CONNECT_GIVE_UP_MS = 30_000; // the Sidecar's deadline comes first; this only bounds a forgotten attempt
 const MAX_SOCKET_PATH = 100; // sun_path holds 108 bytes on Linux, 104 on macOS
 // what the sidecar reads from its environment (config, embeddings, keys, Python itself)
-const KEY_PREFIXES = ["PI_MEMORY_BRIDGE_", "PI_CODING_AGENT_", "TDAI_", "PYTHON", "XDG_", "UV_", "PIPX_"];
-const KEY_NAMES = new Set(["HOME", "PATH", "TMPDIR", "VIRTUAL_ENV", "LANG", "LC_ALL", "LC_CTYPE", "TZ", "SSL_CERT_FILE", "SSL_CERT_DIR"]);
-const NOT_IN_KEY = new Set([SOCKET_VAR, "PI_MEMORY_BRIDGE_TIMINGS"]); // set per run, or read by the shim only
+const KEY_PREFIXES: readonly string[] = DAEMON_CONTRACT.keyPrefixes;
+const KEY_NAMES = new Set<string>(DAEMON_CONTRACT.keyNames);
+const NOT_IN_KEY = new Set<string>(DAEMON_CONTRACT.perRunVars); // set per run, or read by the shim only
 
 /** What the Sidecar needs of its child: a ChildProcess, or the daemon connection standing in for one. */
 export interface SidecarChild {
@@ -88,8 +89,9 @@ export function socketPath(cmd: string, args: readonly string[], env: NodeJS.Pro
 		cwd: agentDir && !isAbsolute(agentDir) ? process.cwd() : null, // a relative agent dir means this folder's
 	});
 	const name = createHash("sha256").update(identity).digest("hex").slice(0, 32);
-	const dir = join(env.XDG_RUNTIME_DIR || env.TMPDIR || "/tmp", `pi-memory-bridge-${uid}`);
-	const path = join(dir, `${name}.sock`);
+	const base = DAEMON_CONTRACT.runtimeDirVars.map((v) => env[v]).find((v) => v) ?? DAEMON_CONTRACT.runtimeDirFallback;
+	const dir = join(base, `${DAEMON_CONTRACT.socketDirPrefix}${uid}`);
+	const path = join(dir, `${name}${DAEMON_CONTRACT.socketSuffix}`);
 	if (Buffer.byteLength(path) > MAX_SOCKET_PATH) return undefined;
 	try {
 		mkdirSync(dir, { mode: 0o700 });
@@ -287,7 +289,7 @@ function signalGroup(pid: number): void {
 /** A daemon that accepted us and then said nothing by the deadline is hung: end it for every Pi. */
 function killLockHolder(socketFile: string): void {
 	try {
-		const pid = Number.parseInt(readFileSync(`${socketFile}.lock`, "utf8"), 10);
+		const pid = Number.parseInt(readFileSync(`${socketFile}${DAEMON_CONTRACT.lockSuffix}`, "utf8"), 10);
 		if (Number.isInteger(pid) && pid > 1 && pid !== process.pid) process.kill(pid, "SIGKILL");
 	} catch {
 		/* gone, or not ours */

@@ -131,8 +131,10 @@ test("a handshake past its deadline kills the child and fails a waiting call the
 	assert.equal(sc.state, "failed");
 	assert.match(sc.lastError ?? "", /initialize: no answer within 300 ms/);
 	assert.ok(await until(() => !alive(pid), 1_000), "the hung child must be killed");
+	const again = Date.now();
 	await assert.rejects(sc.call("recall", {}, 5_000, HOLD)); // inside the backoff: fails at once
-	assert.ok(Date.now() - started < took + 100);
+	// "at once", not at the call's own 5 s deadline: a bound a loaded machine cannot reach by chance
+	assert.ok(Date.now() - again < 2_500, `the second call took ${Date.now() - again} ms`);
 	sc.stop();
 });
 

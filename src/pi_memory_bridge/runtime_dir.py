@@ -7,7 +7,9 @@ import os
 from collections.abc import Mapping
 from pathlib import Path
 
+from pi_memory_bridge.daemon_contract import RUNTIME_DIR_FALLBACK, RUNTIME_DIR_VARS, SOCKET_DIR_PREFIX
+
 
 def runtime_dir(env: Mapping[str, str]) -> Path:
-    base = env.get("XDG_RUNTIME_DIR") or env.get("TMPDIR") or "/tmp"
-    return Path(base) / f"pi-memory-bridge-{os.getuid()}"
+    base = next((env[v] for v in RUNTIME_DIR_VARS if env.get(v)), RUNTIME_DIR_FALLBACK)
+    return Path(base) / f"{SOCKET_DIR_PREFIX}{os.getuid()}"

@@ -37,11 +37,11 @@ from pathlib import Path
 from typing import Any
 
 from pi_memory_bridge.config import data_dir, default_agent_dir
+from pi_memory_bridge.daemon_contract import LOCK_SUFFIX, SOCKET_SUFFIX, SOCKET_VAR, read_lock_pid
 from pi_memory_bridge.engine.store_pool import StorePool
 from pi_memory_bridge.runtime_dir import runtime_dir
 from pi_memory_bridge.sidecar.daemon_start import (
     LOCK_WAIT_S,
-    SOCKET_VAR,
     SocketUnusable,
     bind_socket,
     check_private_dir,
@@ -73,6 +73,7 @@ __all__ = [
 ]
 
 IDLE_VAR = "PI_MEMORY_BRIDGE_DAEMON_IDLE_S"
+_LOCKS = f"*{SOCKET_SUFFIX}{LOCK_SUFFIX}"  # every socket's lock in the runtime dir
 DEFAULT_IDLE_S = 600.0
 BUSY_VAR = "PI_MEMORY_BRIDGE_DAEMON_BUSY_S"
 DEFAULT_BUSY_S = 600.0
@@ -308,8 +309,7 @@ def _holder(lock: Path) -> int | None:
             return None  # free: its pid may belong to anyone by now
         except BlockingIOError:
             pass
-        text = os.read(fd, 32).decode(errors="replace").strip()
-        return int(text) if text.isdigit() and int(text) > 1 else None
+        return read_lock_pid(os.read(fd, 32).decode(errors="replace"))
     finally:
         os.close(fd)
 
@@ -317,12 +317,12 @@ def _holder(lock: Path) -> int | None:
 def stop_all(env: Mapping[str, str], timeout_s: float = EXIT_WATCHDOG_S + 1) -> list[int]:
     """SIGTERM every background sidecar of this user and wait for them; the pids stopped."""
     folder = runtime_dir(env)
-    pids = [pid for lock in sorted(folder.glob("*.sock.lock")) if (pid := _holder(lock)) is not None]
+    pids = [pid for lock in sorted(folder.glob(_LOCKS)) if (pid := _holder(lock)) is not None]
     for pid in pids:
         with contextlib.suppress(ProcessLookupError):
             os.kill(pid, signal.SIGTERM)
     deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline and any(_holder(lock) for lock in folder.glob("*.sock.lock")):
+    while time.monotonic() < deadline and any(_holder(lock) for lock in folder.glob(_LOCKS)):
         time.sleep(0.05)
     return pids
 

@@ -21,6 +21,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, NoReturn
 
+from pi_memory_bridge.daemon_contract import LOCK_SUFFIX, SOCKET_VAR, lock_text
 from pi_memory_bridge.sidecar.quick_start import (
     EARLY_MODULE,
     BackgroundImports,
@@ -33,7 +34,6 @@ from pi_memory_bridge.sidecar.quick_start import (
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping
 
-SOCKET_VAR = "PI_MEMORY_BRIDGE_SOCKET"
 LOCK_WAIT_S = 3.0  # a daemon on its way out holds the lock this long at most (its watchdog)
 # The Pi that spawned us retries the socket every 15 ms and then sends `initialize` at once;
 # whatever comes later (or a connection that sends nothing) is the asyncio server's.
@@ -67,7 +67,7 @@ def _live(path: Path) -> bool:
 
 def take_lock(socket_path: Path, wait_s: float = LOCK_WAIT_S) -> int | None:
     """The lock's fd (held for the daemon's life), or None when another daemon serves the socket."""
-    fd = os.open(f"{socket_path}.lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+    fd = os.open(f"{socket_path}{LOCK_SUFFIX}", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
     deadline = time.monotonic() + wait_s
     while True:
         try:
@@ -80,7 +80,7 @@ def take_lock(socket_path: Path, wait_s: float = LOCK_WAIT_S) -> int | None:
             time.sleep(0.05)
             continue
         os.ftruncate(fd, 0)
-        os.write(fd, f"{os.getpid()}\n".encode())
+        os.write(fd, lock_text(os.getpid()).encode())
         return fd
 
 

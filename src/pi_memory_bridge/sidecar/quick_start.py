@@ -29,7 +29,7 @@ import threading
 import time
 from typing import TYPE_CHECKING
 
-from pi_memory_bridge import surrogates
+from pi_memory_bridge import daemon_contract, surrogates
 from pi_memory_bridge._version import PROTOCOL_VERSION, __version__
 
 if TYPE_CHECKING:  # not imported at run time: dataclasses, pathlib and typing's helpers cost
@@ -45,11 +45,11 @@ MAX_ANSWERS = 32  # one per project and agent dir in use; the oldest goes first
 MAX_FIRST_LINE = 64 * 1024  # an `initialize` line is a few hundred bytes
 MAX_FILE_BYTES = 1 << 20
 IDLE_S = 0.01  # no first line this long: the shim spawned us early, the imports start meanwhile
-# What the answer may read from the environment: the config's variables and anything that
-# moves the agent dir or home (the same families the shim keys its background sidecar on).
-_ENV_PREFIXES = ("PI_MEMORY_BRIDGE_", "PI_CODING_AGENT_", "TDAI_", "XDG_")
-_ENV_NAMES = ("HOME",)
-_ENV_IGNORED = frozenset({"PI_MEMORY_BRIDGE_TIMINGS", "PI_MEMORY_BRIDGE_SOCKET"})  # the shim's own
+# What the answer may read from the environment (daemon_contract: a part of what keys the shim's
+# background sidecar), less the shim's own per-run variables.
+_ENV_PREFIXES = daemon_contract.ANSWER_ENV_PREFIXES
+_ENV_NAMES = daemon_contract.ANSWER_ENV_NAMES
+_ENV_IGNORED = frozenset(daemon_contract.PER_RUN_VARS)
 # The code that computes the answer: a change to any of it (an edit, an upgrade) is a miss.
 _PACKAGE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 _CODE = ("config", "sidecar/handshake.py", "wire.py", "sidecar/quick_start.py", "footer.py")

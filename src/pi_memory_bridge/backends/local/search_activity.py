@@ -13,7 +13,7 @@ from __future__ import annotations
 import contextlib
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 from pi_memory_bridge.deadline import recall_deadline
 
@@ -23,7 +23,8 @@ _SLICE_S = 0.05  # how often a waiting worker looks whether it is being stopped
 
 
 class SearchActivity:
-    def __init__(self) -> None:
+    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
+        self._clock = clock  # the tests' virtual clock: the bounds are checked without waiting them out
         self._cond = threading.Condition()
         self._running = 0
         self._searched = False  # a search ran, or the first wait for one is over
@@ -49,10 +50,10 @@ class SearchActivity:
         """Until no recall's search runs (and one has run, the first time), within the bounds above."""
         with self._cond:
             limit = BUSY_WAIT_S if self._searched else FIRST_WAIT_S
-            deadline = time.monotonic() + limit
+            deadline = self._clock() + limit
             try:
                 while not (self._searched and self._running == 0) and not stopping.is_set():
-                    left = deadline - time.monotonic()
+                    left = deadline - self._clock()
                     if left <= 0:
                         return
                     self._cond.wait(min(left, _SLICE_S))

@@ -110,18 +110,23 @@ def repack(dist: importlib.metadata.Distribution, out: Path) -> Path:
 
 
 def _closure(root: str) -> list[importlib.metadata.Distribution]:
+    """Every distribution `root` needs, the extras its requirements name included (`mcp` needs
+    `pyjwt[crypto]`, hence `cryptography`)."""
     seen: dict[str, importlib.metadata.Distribution] = {}
-    todo = [root]
+    done: set[tuple[str, str]] = set()
+    todo: list[tuple[str, str]] = [(root, "")]
     while todo:
-        dist = importlib.metadata.distribution(todo.pop())
+        name, extra = todo.pop()
+        dist = importlib.metadata.distribution(name)
         key = dist.metadata["Name"].lower().replace("_", "-")
-        if key in seen:
+        if (key, extra) in done:
             continue
+        done.add((key, extra))
         seen[key] = dist
         for raw in dist.requires or []:
             req = Requirement(raw)
-            if req.marker is None or req.marker.evaluate({"extra": ""}):
-                todo.append(req.name)
+            if req.marker is None or req.marker.evaluate({"extra": extra}):
+                todo += [(req.name, wanted) for wanted in ("", *sorted(req.extras))]
     return [d for k, d in seen.items() if k != root]
 
 

@@ -106,7 +106,7 @@ def _rows(env: PiEnv) -> tuple[int, int]:
     try:
         turns = con.execute("SELECT count(*) FROM turns").fetchone()[0]
         try:
-            vectors = con.execute("SELECT count(*) FROM turn_vectors").fetchone()[0]
+            vectors = con.execute("SELECT count(DISTINCT row_id) FROM turn_vectors").fetchone()[0]
         except sqlite3.OperationalError:  # no process with the model opened the store yet
             vectors = 0
         return int(turns), int(vectors)

@@ -104,6 +104,7 @@ class Engine:
         self._capture.on_captured = self.learning.turns_settled
         self._tools = Tools(loaded, self.slot)
         self._tools.on_saved = self.learning.memory_saved
+        self._tools.on_refused = self.learning.save_refused
         self._loaded, self._cwd, self._env, self._log_file = loaded, cwd, env, log_file
         self._status_built: Status | None = None
         self._commands_built: Commands | None = None

@@ -32,6 +32,7 @@ from pi_memory_bridge.config import LearningSettings
 from pi_memory_bridge.engine.learning_status import state_text
 from pi_memory_bridge.engine.shim_model import ShimModel
 from pi_memory_bridge.learning.model import CompletionModel
+from pi_memory_bridge.learning.postcheck import SAVE_REFUSED
 from pi_memory_bridge.learning.scheduler import JobScheduler
 from pi_memory_bridge.learning.working import WorkingModel
 from pi_memory_bridge.project import project_of
@@ -242,6 +243,11 @@ class Learning:
             return
         delay = min(SAVE_DELAY_S, float(self.settings.idle_seconds))
         self._scheduler.soon(delay, within_s=SAVE_WITHIN_S)
+
+    def save_refused(self, rule: str) -> None:
+        """The model's save tool refused an instruction to the agent: counted beside the memories
+        consolidation refused (status), since both are the same defence against poisoning."""
+        self.dropped[f"{SAVE_REFUSED} ({rule})"] += 1
 
     def trigger(self, reason: str) -> LearningTriggerResult:
         if not self.active:

@@ -15,6 +15,10 @@ writes is recalled into every later session. So after the model, with no model:
    drawn from pasted text are held as proposals for /tdai-memory-review, never applied (`plan`).
 
 Refusals are counted by reason (status, and the job record's reason).
+
+The same instruction rules hold for every write a model makes: the model's save tool and the MCP
+server's `memory_remember` (`save_refusal`), and the tags and questions of an enrichment job. What
+the user saves by hand (/tdai-memory-remember, the inspector) is their own words and is not checked.
 """
 
 from __future__ import annotations
@@ -186,6 +190,23 @@ def instruction_in(texts: Iterable[str]) -> str | None:
             if pattern.search(read):
                 return name
     return None
+
+
+SAVE_REFUSED = "model's save refused: instruction to the agent"
+
+
+def save_refusal(text: str, *, how_user_saves: str) -> tuple[str, str] | None:
+    """(rule, the tool result saying why) when a model's save is an instruction to the agent, or
+    None. A tool's output or a pasted document can talk the model into such a save; the user can
+    still keep the text as their own words (`how_user_saves` names how)."""
+    rule = instruction_in([text])
+    if rule is None:
+        return None
+    return rule, (
+        f"Not saved: this memory reads as an instruction to the agent ({rule}). Text from a tool's "
+        "output or a pasted document can ask for such a save, so a model's save of it is refused. "
+        f"If the user wants it kept, they can save it in their own words with {how_user_saves}."
+    )
 
 
 def changes_how_agent_acts(kind: str, text: str) -> bool:

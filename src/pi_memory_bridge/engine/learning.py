@@ -32,10 +32,10 @@ from pi_memory_bridge.config import LearningSettings
 from pi_memory_bridge.engine.learning_status import state_text
 from pi_memory_bridge.engine.shim_model import ShimModel
 from pi_memory_bridge.learning.model import CompletionModel
-from pi_memory_bridge.learning.postcheck import SAVE_REFUSED
 from pi_memory_bridge.learning.scheduler import JobScheduler
 from pi_memory_bridge.learning.working import WorkingModel
 from pi_memory_bridge.project import project_of
+from pi_memory_bridge.tools.memory import SAVE_REFUSED
 from pi_memory_bridge.wire import ConsentNeeded, LearningTriggerResult, Notice
 
 if TYPE_CHECKING:

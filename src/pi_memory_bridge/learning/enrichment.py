@@ -16,9 +16,9 @@ from dataclasses import dataclass
 from pydantic import BaseModel, ConfigDict, Field
 
 from pi_memory_bridge.backends.learning import Cue, MemoryRow, content_key
+from pi_memory_bridge.instruction_rules import instruction_in
 from pi_memory_bridge.learning.parse import Refused
 from pi_memory_bridge.learning.plan import INSTRUCTION, looks_like_file_content
-from pi_memory_bridge.learning.postcheck import instruction_in
 from pi_memory_bridge.learning.prompts import Prompt, clean_text
 from pi_memory_bridge.learning.reasons import FailReason
 from pi_memory_bridge.learning.schemas import (
@@ -98,7 +98,7 @@ class Cues:
 def cues_from_answer(answer: EnrichAnswer, shown: Mapping[str, MemoryRow]) -> Cues | Refused:
     """The answer checked against what the model was shown: fail-closed on any id not shown,
     one answered twice or more entries than memories; an entry whose tags or questions hold a
-    secret or file contents, or tell the agent to act (`postcheck.instruction_in`: a recalled
+    secret or file contents, or tell the agent to act (`instruction_rules`: a recalled
     question or tag is read by the model like the memory itself), is dropped (the memory counts
     as declined)."""
     if len(answer.memories) > len(shown):

@@ -21,7 +21,6 @@ from typing import Any
 from pi_memory_bridge.agents import agent_source, saved_by_agent
 from pi_memory_bridge.backends.base import BackendError, BackendRejected, Capability, MemoryBackend
 from pi_memory_bridge.config import LoadedConfig, data_dir
-from pi_memory_bridge.learning.postcheck import save_refusal
 from pi_memory_bridge.mcp_server.tools import (
     TOOLS_BY_NAME,
     ForgetArgs,
@@ -42,7 +41,7 @@ from pi_memory_bridge.recall.items import LAYER_ORDER, Layer, RecallItem
 from pi_memory_bridge.recall.layers import LayerQuery, fetch_l0, fetch_l1, fetch_l2
 from pi_memory_bridge.recall.trace_log import TraceLog, open_trace_log
 from pi_memory_bridge.redact import redact_text
-from pi_memory_bridge.tools.memory import REMEMBER_IN_PI, ToolFailure, parse_args, wrap_untrusted
+from pi_memory_bridge.tools.memory import ToolFailure, parse_args, save_refusal, wrap_untrusted
 from pi_memory_bridge.vocabulary.forget import ForgetCandidate
 
 log = logging.getLogger(__name__)
@@ -263,7 +262,7 @@ class McpMemory:
             raise ToolFailure(f"the {backend.name} backend does not accept saved memories")
         # another agent's model asks: the same refusal as Pi's save tool (an injection in what that
         # agent read can ask for a save as well as in Pi), with the reason in the structured content
-        refusal = save_refusal(args.text, how_user_saves=REMEMBER_IN_PI)
+        refusal = save_refusal(args.text)
         if refusal is not None:
             rule, why = refusal
             log.warning("memory_remember from %s refused: %s", self.source, rule)

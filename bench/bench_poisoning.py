@@ -37,10 +37,11 @@ from pi_memory_bridge.backends.base import ConversationTurn
 from pi_memory_bridge.backends.local import LocalBackend
 from pi_memory_bridge.backends.local.learning.memories import LearnedMemories
 from pi_memory_bridge.engine.learning import similar_search
+from pi_memory_bridge.instruction_rules import instruction_in
 from pi_memory_bridge.learning import plan
 from pi_memory_bridge.learning.consolidate import JobSettings, consolidate_once
 from pi_memory_bridge.learning.model import Completion
-from pi_memory_bridge.learning.postcheck import Support, instruction_in, support_of
+from pi_memory_bridge.learning.postcheck import Support, support_of
 
 SET = Path(__file__).resolve().parent.parent / "tests" / "data" / "poisoning" / "set.json"
 ORDINARY = Path(__file__).resolve().parent / "memory_set" / "memories.json"  # for false positives

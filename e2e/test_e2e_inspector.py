@@ -131,7 +131,11 @@ def test_the_inspector_in_a_real_browser(pi_env: PiEnv, fake_model: FakeModel, b
     use_bridge(pi_env)
     rpc = pi_env.start_rpc(extensions=[SHIM], dialogs=ScriptedDialogs())
     _save_through_pi(rpc, FACT, "fact")
-    _save_through_pi(rpc, HOSTILE, "fact")
+    # the model's save tool refuses text that says "ignore previous instructions" (Memory
+    # poisoning); the user's own /tdai-memory-remember keeps it, and the inspector must render it inert
+    rpc.prompt_and_settle(f"/tdai-memory-remember {HOSTILE}")
+    saved = "Saved (preference): pwn-marker"
+    rpc.wait_until(lambda: any(saved in n.message for n in rpc.ui.notifications), timeout=15)
     url = _inspector_url(rpc)
     base = url.split("/?", 1)[0]
     shots = Shots(pi_env.install.label)

@@ -53,6 +53,7 @@ LAYERS: dict[str, int] = {
     "footer": FOUNDATION,  # the footer's states and their text: named by flows, sent on the wire
     "agents": FOUNDATION,  # which agent saved a memory (its `agent:<name>` source), in words
     "redact": FOUNDATION,
+    "instruction_rules": FOUNDATION,  # is a text an instruction to the agent: every model write asks
     "config": FOUNDATION,
     "rpc": FOUNDATION,  # generic JSON-RPC 2.0 transport: knows nothing of memory
     "inspector_packages": FOUNDATION,  # which packages the inspector needs: `/tdai-memory-ui` asks too

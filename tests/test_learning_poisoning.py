@@ -23,7 +23,8 @@ from pi_memory_bridge.backends.local.learning.memories import LearnedMemories
 from pi_memory_bridge.backends.local.learning.proposals import ProposalReview
 from pi_memory_bridge.commands.learning import describe_job
 from pi_memory_bridge.commands.review import DISMISS_HELD, KEEP_HELD, review_flow
-from pi_memory_bridge.learning.postcheck import instruction_in, support_of
+from pi_memory_bridge.instruction_rules import instruction_in
+from pi_memory_bridge.learning.postcheck import support_of
 from pi_memory_bridge.learning.prompts import EXTRACT_SYSTEM, PromptTurn, extract_prompt
 from pi_memory_bridge.learning.provenance import split_user_text
 from pi_memory_bridge.ui.undo import JobLine

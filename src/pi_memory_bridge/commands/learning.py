@@ -30,7 +30,8 @@ def describe_job(job: JobSummary) -> str:
         return f"{job.job_id} {job.state} at {when} ({job.reason})"
     if job.enriched and not job.turns:  # tags and questions for memories saved without them
         what = f"enriched {job.enriched} memory(ies)"
-        return f"{job.job_id} {job.state} at {when}: {what}, {job.tokens:,} tokens"
+        said = f"{job.job_id} {job.state} at {when}: {what}, {job.tokens:,} tokens"
+        return f"{said} ({job.reason})" if job.reason else said
     counts = f"+{job.added} added, {job.skipped} skipped, {job.superseded} superseded, {job.merged} merged"
     if job.proposed:
         counts += f", {job.proposed} proposed"

@@ -164,7 +164,7 @@ class CommandFlows:
                 return Outcome(f"cannot remember: {self._slot.problem()}", "error")
             try:
                 reply, details = await memory_save(
-                    backend, {"content": text, "type": "preference"}, source="user"
+                    backend, {"content": text, "type": "preference"}, source="user", by_model=False
                 )
             except ToolFailure as exc:
                 return Outcome(str(exc), "error")

@@ -118,7 +118,7 @@ class Engine:
             on_failure=self.catch_up.nudge,
             on_captured=learning.turns_settled,
         )
-        self._tools = Tools(loaded, slot, on_saved=learning.memory_saved)
+        self._tools = Tools(loaded, slot, on_saved=learning.memory_saved, on_refused=learning.save_refused)
         self._loaded, self._cwd, self._env, self._log_file = loaded, cwd, env, log_file
         self._status_built: Status | None = None
         self._commands_built: Commands | None = None

@@ -35,6 +35,7 @@ from pi_memory_bridge.learning.model import CompletionModel
 from pi_memory_bridge.learning.scheduler import JobScheduler
 from pi_memory_bridge.learning.working import WorkingModel
 from pi_memory_bridge.project import project_of
+from pi_memory_bridge.tools.memory import SAVE_REFUSED
 from pi_memory_bridge.wire import ConsentNeeded, LearningTriggerResult, Notice
 
 if TYPE_CHECKING:
@@ -257,6 +258,11 @@ class Learning:
             return
         delay = min(SAVE_DELAY_S, float(self.settings.idle_seconds))
         self._scheduler.soon(delay, within_s=SAVE_WITHIN_S)
+
+    def save_refused(self, rule: str) -> None:
+        """The model's save tool refused an instruction to the agent: counted beside the memories
+        consolidation refused (status), since both are the same defence against poisoning."""
+        self.dropped[f"{SAVE_REFUSED} ({rule})"] += 1
 
     def trigger(self, reason: str) -> LearningTriggerResult:
         if not self.active:

@@ -10,6 +10,7 @@ from pi_memory_bridge.config import LoadedConfig
 from pi_memory_bridge.engine.backend_slot import BackendSlot
 from pi_memory_bridge.engine.skills import skill_source
 from pi_memory_bridge.tools.memory import (
+    SaveRefused,
     ToolFailure,
     conversation_search,
     memory_save,
@@ -20,10 +21,19 @@ from pi_memory_bridge.wire import ToolCallParams, ToolCallResult
 
 
 class Tools:
-    def __init__(self, loaded: LoadedConfig, slot: BackendSlot, *, on_saved: Callable[[], None]) -> None:
+    def __init__(
+        self,
+        loaded: LoadedConfig,
+        slot: BackendSlot,
+        *,
+        on_saved: Callable[[], None],
+        on_refused: Callable[[str], None] = lambda _rule: None,
+    ) -> None:
         self._loaded = loaded
         self._slot = slot
         self._on_saved = on_saved  # told when the model saved a new memory
+        # told the rule a refused save broke (an instruction to the agent): counted in status
+        self._on_refused = on_refused
 
     async def call(self, p: ToolCallParams) -> ToolCallResult:
         backend = await self._slot.ensure(0)
@@ -39,11 +49,14 @@ class Tools:
             elif p.name == "tdai_conversation_search":
                 text, details = await conversation_search(backend, p.arguments)
             elif p.name == "tdai_memory_save":
-                text, details = await memory_save(backend, p.arguments, source="model")
+                text, details = await memory_save(backend, p.arguments, source="model", by_model=True)
                 if details.get("created"):
                     self._on_saved()
             else:
                 text, details = await self._skill_tool(backend, p)
+        except SaveRefused as exc:
+            self._on_refused(exc.rule)
+            return ToolCallResult(text=str(exc), details={"refused": exc.rule}, is_error=True)
         except ToolFailure as exc:
             return ToolCallResult(text=str(exc), details={}, is_error=True)
         # the model reads `text`; Pi's UI shows `display` (tool renderResult in the shim)

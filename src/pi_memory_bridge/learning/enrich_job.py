@@ -88,7 +88,14 @@ async def enrich_once(
     if isinstance(planned, Refused):
         return await job.fail(planned.reason, planned.detail)
     record = EnrichRecord(
-        job.job_id, job.model_name, job.input_tokens, job.output_tokens, planned.cues, planned.declined
+        job.job_id,
+        job.model_name,
+        job.input_tokens,
+        job.output_tokens,
+        planned.cues,
+        planned.declined,
+        refused=planned.refused,
+        reason=planned.refusal_note(),
     )
     try:
         summary = await asyncio.to_thread(memories.enrichment.apply, record)

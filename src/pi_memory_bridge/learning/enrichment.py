@@ -16,8 +16,9 @@ from dataclasses import dataclass
 from pydantic import BaseModel, ConfigDict, Field
 
 from pi_memory_bridge.backends.learning import Cue, MemoryRow, content_key
+from pi_memory_bridge.instruction_rules import instruction_in
 from pi_memory_bridge.learning.parse import Refused
-from pi_memory_bridge.learning.plan import looks_like_file_content
+from pi_memory_bridge.learning.plan import INSTRUCTION, looks_like_file_content
 from pi_memory_bridge.learning.prompts import Prompt, clean_text
 from pi_memory_bridge.learning.reasons import FailReason
 from pi_memory_bridge.learning.schemas import (
@@ -83,11 +84,23 @@ class Cues:
     declined: tuple[str, ...]  # memory ids shown and left out (or their aids refused)
     dropped: Counter[str]  # entries refused, by reason (for status)
 
+    @property
+    def refused(self) -> int:
+        """Entries the post-check refused as instructions to the agent (the job record's count)."""
+        return sum(n for k, n in self.dropped.items() if k.startswith(INSTRUCTION))
+
+    def refusal_note(self) -> str:
+        """The job record's word on what the post-check refused."""
+        what = "; ".join(f"{n} {k}" for k, n in sorted(self.dropped.items()) if k.startswith(INSTRUCTION))
+        return f"refused the tags and questions of {self.refused} memory(ies): {what}" if what else ""
+
 
 def cues_from_answer(answer: EnrichAnswer, shown: Mapping[str, MemoryRow]) -> Cues | Refused:
     """The answer checked against what the model was shown: fail-closed on any id not shown,
     one answered twice or more entries than memories; an entry whose tags or questions hold a
-    secret or file contents is dropped (the memory counts as declined)."""
+    secret or file contents, or tell the agent to act (`instruction_rules`: a recalled
+    question or tag is read by the model like the memory itself), is dropped (the memory counts
+    as declined)."""
     if len(answer.memories) > len(shown):
         return Refused(FailReason.TOO_MANY, f"{len(answer.memories)} entries for {len(shown)} memories")
     refs = [m.id for m in answer.memories]
@@ -105,6 +118,10 @@ def cues_from_answer(answer: EnrichAnswer, shown: Mapping[str, MemoryRow]) -> Cu
             continue
         if any(looks_like_file_content(t) or "[REDACTED" in t for t in texts):
             dropped["looked like file contents"] += 1
+            continue
+        rule = instruction_in(texts)
+        if rule is not None:
+            dropped[f"{INSTRUCTION} ({rule})"] += 1
             continue
         row = shown[entry.id]
         cues.append(Cue(row.memory_id, content_key(row.text), tuple(entry.tags), tuple(entry.questions)))

@@ -20,9 +20,10 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from pi_memory_bridge.backends.learning import JobOp, MemoryRow, OpKind, PendingTurn, content_key
+from pi_memory_bridge.instruction_rules import instruction_in
 from pi_memory_bridge.learning.cheap import is_exact_duplicate, is_near_duplicate
 from pi_memory_bridge.learning.parse import Refused
-from pi_memory_bridge.learning.postcheck import changes_how_agent_acts, instruction_in, support_of
+from pi_memory_bridge.learning.postcheck import changes_how_agent_acts, support_of
 from pi_memory_bridge.learning.prompts import PromptExisting, PromptNew
 from pi_memory_bridge.learning.schemas import ExtractAnswer, FailReason, ReconcileAnswer
 from pi_memory_bridge.redact import redact_text

@@ -41,7 +41,7 @@ from pi_memory_bridge.recall.items import LAYER_ORDER, Layer, RecallItem
 from pi_memory_bridge.recall.layers import LayerQuery, fetch_l0, fetch_l1, fetch_l2
 from pi_memory_bridge.recall.trace_log import TraceLog, open_trace_log
 from pi_memory_bridge.redact import redact_text
-from pi_memory_bridge.tools.memory import ToolFailure, parse_args, wrap_untrusted
+from pi_memory_bridge.tools.memory import ToolFailure, parse_args, save_refusal, wrap_untrusted
 from pi_memory_bridge.vocabulary.forget import ForgetCandidate
 
 log = logging.getLogger(__name__)
@@ -260,6 +260,13 @@ class McpMemory:
         backend = await self.backend()
         if Capability.L1_SAVE not in backend.capabilities:
             raise ToolFailure(f"the {backend.name} backend does not accept saved memories")
+        # another agent's model asks: the same refusal as Pi's save tool (an injection in what that
+        # agent read can ask for a save as well as in Pi), with the reason in the structured content
+        refusal = save_refusal(args.text)
+        if refusal is not None:
+            rule, why = refusal
+            log.warning("memory_remember from %s refused: %s", self.source, rule)
+            return Reply(why, {"refused": rule, "error": why}, is_error=True)
         redacted = redact_text(args.text)
         saved = await backend.memories.save(redacted.text, args.kind.value, self.source)
         verb = "Saved" if saved.created else "Already remembered"

@@ -8,6 +8,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from pi_memory_bridge.backends.base import AtomicType, BackendError, Capability, MemoryBackend
+from pi_memory_bridge.instruction_rules import instruction_in
 from pi_memory_bridge.recall.boundary import escape_field, escape_label
 from pi_memory_bridge.recall.layers import l1_label
 from pi_memory_bridge.redact import redact_text
@@ -15,10 +16,34 @@ from pi_memory_bridge.redact import redact_text
 TOOL_OPEN = '<recalled_memory trust="untrusted" kind="tool-result">'
 TOOL_CLOSE = "</recalled_memory>"
 MAX_TOOL_TEXT = 12000
+SAVE_REFUSED = "model's save refused: instruction to the agent"  # status counts it under this
 
 
 class ToolFailure(Exception):
     """A tool call the model should see as an error (bad arguments, store down)."""
+
+
+def save_refusal(text: str) -> tuple[str, str] | None:
+    """(rule, the tool result saying why) when a model's save is an instruction to the agent, or
+    None. A tool's output or a pasted document can talk the model into such a save; the user can
+    still keep the text as their own words."""
+    rule = instruction_in([text])
+    if rule is None:
+        return None
+    return rule, (
+        f"Not saved: this memory reads as an instruction to the agent ({rule}). Text from a tool's "
+        "output or a pasted document can ask for such a save, so a model's save of it is refused. "
+        "If the user wants it kept, they can save it in their own words with "
+        "/tdai-memory-remember <text> in Pi."
+    )
+
+
+class SaveRefused(ToolFailure):
+    """A model's save that is an instruction to the agent (`save_refusal`)."""
+
+    def __init__(self, rule: str, message: str) -> None:
+        super().__init__(message)
+        self.rule = rule
 
 
 class ToolArgs(BaseModel):
@@ -111,11 +136,16 @@ async def conversation_search(
 
 
 async def memory_save(
-    backend: MemoryBackend, arguments: dict[str, Any], *, source: str
+    backend: MemoryBackend, arguments: dict[str, Any], *, source: str, by_model: bool
 ) -> tuple[str, dict[str, Any]]:
+    """Save one memory. `by_model`: the model asked (its save tool), so an instruction to the agent
+    is refused (`SaveRefused`); the user's own words (/tdai-memory-remember) are saved as they are."""
     args: SaveArgs = parse_args(SaveArgs, arguments)
     if Capability.L1_SAVE not in backend.capabilities:
         raise ToolFailure(f"the {backend.name} backend does not accept saved memories")
+    refusal = save_refusal(args.content) if by_model else None
+    if refusal is not None:
+        raise SaveRefused(*refusal)
     redacted = redact_text(args.content)
     try:
         saved = await backend.memories.save(redacted.text, args.type.value, source)

@@ -63,6 +63,8 @@ class EnrichRecord:
     output_tokens: int
     cues: tuple[Cue, ...]
     declined: tuple[str, ...]  # memory ids shown but left out of the answer: not asked again
+    refused: int = 0  # entries the post-check refused (their memories are among `declined`)
+    reason: str = ""  # what it refused, for the job record
 
 
 @dataclass(frozen=True, slots=True)
@@ -123,7 +125,9 @@ class MemoryEnrichment:
 
     def apply(self, record: EnrichRecord) -> JobSummary | None:
         """Write a job's cues atomically (`JobConflict`, nothing written, if a memory changed
-        meanwhile); None when it had none (its declined memories are still recorded)."""
+        meanwhile); None when it had none (its declined memories are still recorded). A job whose
+        entries the post-check refused is recorded even when it enriched nothing (as failed), so
+        the refusal is in the job record."""
         with self._store.writing("enriching memories") as conn:
             now = ts(utc_now())
             for memory_id in record.declined:
@@ -131,20 +135,21 @@ class MemoryEnrichment:
             enriched = 0
             for cue in record.cues:
                 enriched += self._apply_cue(conn, record.job_id, cue)
-            if not enriched:
+            if not enriched and not record.refused:
                 return None
             summary = JobSummary(
                 job_id=record.job_id,
                 created_at=datetime.fromisoformat(now),
-                state="applied",
-                reason="",
+                state="applied" if enriched else "failed",
+                reason=record.reason,
                 model=record.model,
                 input_tokens=record.input_tokens,
                 output_tokens=record.output_tokens,
                 enriched=enriched,
+                refused=record.refused,
             )
             insert_job(conn, summary)
-        return summary
+        return summary if enriched else None
 
     @staticmethod
     def _apply_cue(conn: sqlite3.Connection, job_id: str, cue: Cue) -> int:

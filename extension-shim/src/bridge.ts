@@ -20,7 +20,7 @@ import { liveUserTimestamps, projectEntries } from "./entries.ts";
 import { footerOf, STARTING, unavailable } from "./footer.ts";
 import { COMMANDS, TOOLS } from "./generated/tables.ts";
 import type { Located } from "./locate.ts";
-import { completeOnModel } from "./model.ts";
+import { completeOnModel, sessionModelOf } from "./model.ts";
 import {
 	CLIENT_NAME,
 	CLIENT_VERSION,
@@ -241,8 +241,7 @@ class Bridge {
 				/* the ctx went stale with a runtime replacement */
 			}
 		} else if (method === "learning/consent" && ctx?.hasUI) {
-			const m = ctx.model; // the question names the model the conversation would go to
-			void this.runCommand("learning", m ? `ask ${m.provider}/${m.id}` : "ask", ctx);
+			void this.runCommand("learning", "ask", ctx);
 		}
 	}
 
@@ -300,7 +299,7 @@ class Bridge {
 		try {
 			let step = await this.call(
 				"command/run",
-				{ name, args, hasUi: ctx.hasUI, piSessionId: sessionId(ctx) },
+				{ name, args, hasUi: ctx.hasUI, piSessionId: sessionId(ctx), sessionModel: sessionModelOf(ctx) },
 				COMMAND_CALL_MS,
 				HOLD,
 			);

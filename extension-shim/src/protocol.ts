@@ -97,11 +97,20 @@ export interface ToolCallResult {
 	isError: boolean;
 }
 
+/** The session's current model as Pi's registry describes it; prices in $ per million tokens. */
+export interface SessionModel {
+	provider: string;
+	id: string;
+	inputCostPerMtok: number;
+	outputCostPerMtok: number;
+}
+
 export interface CommandRunParams {
 	name: string;
 	args: string;
 	hasUi: boolean;
 	piSessionId: string;
+	sessionModel: SessionModel | null;
 }
 
 export interface CommandAnswerParams {

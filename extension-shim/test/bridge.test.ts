@@ -259,7 +259,9 @@ test("a notice is shown to the user; the consent question runs the learning comm
 	assert.deepEqual(c.notes, ["memory: +1 learned from 2 turn(s)"]);
 	b.made[0]!.events.onNotification("learning/consent", {});
 	await new Promise((r) => setTimeout(r, 20));
-	assert.deepEqual(ran.map((p) => [p.name, p.args]), [["learning", "ask fake/fake-model"]]);
+	// the question names (and prices) the model the conversation would go to, the same way as /tdai-memory-learning
+	const fakeModel = { provider: "fake", id: "fake-model", inputCostPerMtok: 0, outputCostPerMtok: 0 };
+	assert.deepEqual(ran.map((p) => [p.name, p.args, p.sessionModel]), [["learning", "ask", fakeModel]]);
 	assert.deepEqual(c.selects, [{ title: "Let Pi learn from your sessions?", options: ["No", "Yes"] }]);
 	assert.deepEqual(c.notes.slice(1), ["what is sent where", "learning is on"]);
 	// print mode has nobody to ask: the question is not run there

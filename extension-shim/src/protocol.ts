@@ -154,6 +154,8 @@ export interface CommandRow {
 	name: string;
 	command: string;
 	description: string;
+	/** A long report: kept in Pi's transcript (not sent to the model) in the TUI, a notification elsewhere. */
+	report: boolean;
 }
 
 export interface LearningTriggerParams {

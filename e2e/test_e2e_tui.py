@@ -1,5 +1,5 @@
 """Pi's interactive TUI, driven under tmux on both Pi versions: a long report (`/tdai-memory-status`)
-stays in the transcript after the next command prints, is expandable, and never reaches the model."""
+stays in the transcript after the next command prints, expands with ctrl+o, and never reaches the model."""
 
 from __future__ import annotations
 
@@ -24,6 +24,8 @@ def test_the_status_report_stays_on_screen_after_the_next_command(
         # the report is still there, above the next command's message, collapsed to its summary
         assert STATUS_HEAD in after and after.index(STATUS_HEAD) < after.index("Nothing in memory matches")
         assert "more lines (expand to see)" in after and "Details (pi-memory-bridge" not in after
+        tui.key("C-o")  # Pi's expand key shows the details too
+        tui.wait_for(lambda text: "Details (pi-memory-bridge" in text and "log file:" in text)
         fake_model.script(TextReply("All right."))
         tui.type("Just say all right.")
         tui.wait_for(lambda text: "All right." in text)

@@ -54,6 +54,10 @@ class TmuxPi:
         time.sleep(0.2)  # the editor takes the text before the Enter that submits it
         self._tmux("send-keys", "-t", "pi", "Enter")
 
+    def key(self, name: str) -> None:
+        """Press one key, in tmux's names (`C-o`, `Escape`)."""
+        self._tmux("send-keys", "-t", "pi", name)
+
     def wait_for(self, seen: Callable[[str], bool], *, timeout: float = 30.0, scrollback: bool = True) -> str:
         deadline = time.monotonic() + timeout
         text = ""

@@ -15,8 +15,9 @@ from pathlib import Path
 
 import pytest
 
-from bridge import stored_turns, write_config
+from bridge import SIDECAR, stored_turns, write_config
 from harness import REPO_ROOT, FakeModel, PiEnv, PiInstall, ScriptedDialogs, TextReply, pi_installs
+from harness.tmux import TmuxPi
 from install_kit import PACKAGE, npm_pack, npm_wrapper, tool_install, wheelhouse
 
 pytestmark = pytest.mark.slow
@@ -136,3 +137,24 @@ def test_pi_install_of_the_repository_root_works(home: PiEnv, fake_model: FakeMo
     assert run.returncode == 0, run.stderr
     assert "Cannot find module" not in run.stderr
     assert any("pnpm" in t["user_text"] for t in stored_turns(home))
+
+
+def test_doctor_names_a_local_install_as_pi_shows_it(home: PiEnv, fake_model: FakeModel) -> None:
+    """Pi names a local install after its folder (`pi list` prints its path): doctor says which
+    name the start-up box shows, and the interactive TUI shows exactly that."""
+    installed = _pi(home, "install", str(REPO_ROOT))
+    assert installed.returncode == 0, installed.stdout + installed.stderr
+    listed = _pi(home, "list")
+    assert str(REPO_ROOT) in listed.stdout, listed.stdout
+    doctor = subprocess.run([str(SIDECAR), "doctor"], env=home.environ(), cwd=home.work_dir,
+                            capture_output=True, text=True, timeout=120, check=False)  # fmt: skip
+    [line] = [line for line in doctor.stdout.splitlines() if "Pi shows it as" in line]
+    shown = line.partition("Pi shows it as ")[2].partition(" (")[0]
+    assert shown == REPO_ROOT.name and "after its folder" in line, line
+    tui = TmuxPi(home.argv(), env=home.environ(), cwd=home.work_dir)
+    try:
+        box = tui.wait_for(lambda text: "[Extensions]" in text and "memory: " in text, scrollback=False)
+    finally:
+        tui.close()
+    extensions = box.partition("[Extensions]")[2].strip().splitlines()[0].strip()
+    assert extensions == shown, box

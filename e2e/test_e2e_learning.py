@@ -349,6 +349,7 @@ def test_consent_is_asked_once_in_rpc_mode_and_never_in_print_mode(
     pi_env: PiEnv, fake_model: FakeModel
 ) -> None:
     use_bridge(pi_env)  # learning never allowed nor refused
+    pi_env.write_models(fake_model.base_url, cost={"input": 3, "output": 15})  # Pi's catalog price
     fake_model.script(TextReply("noted"))
     run = pi_env.run_print(["In this repo we use pnpm, never npm."], extensions=[SHIM])
     assert run.returncode == 0, run.stderr
@@ -364,7 +365,10 @@ def test_consent_is_asked_once_in_rpc_mode_and_never_in_print_mode(
     assert dialog.request.title == "Let Pi learn from your sessions?"
     assert dialog.request.options[0].startswith("No")  # the default answer is No
     question = next(n.message for n in rpc.ui.notifications if "tokens a day" in n.message)
-    assert "fake/fake-model" in question and "/tdai-memory-undo" in question
+    assert "the model fake-model from provider fake" in question and "/tdai-memory-undo" in question
+    # 2,000 tokens at $3/M in, 8,000 and the day's 200,000 at $15/M: the money next to the tokens
+    assert "$3 per million input tokens, $15 per million output tokens" in question
+    assert "about $0.006-$0.12 a consolidation and at most $3.00 a day" in question
     assert json.loads(config.read_text(encoding="utf-8"))["learning"]["enabled"] is True
     assert config.stat().st_mode & 0o777 == 0o600
     learned(rpc, pi_env, 2)  # one job per session: the print run's turn is learned too
@@ -376,6 +380,13 @@ def test_consent_is_asked_once_in_rpc_mode_and_never_in_print_mode(
     rpc.prompt_and_settle("Another thing worth knowing.")
     assert rpc.close() == 0
     assert rpc.ui.dialogs == []  # asked once: the answer is remembered
+
+    # asked by hand, the question names and prices the model exactly as the first time
+    rpc = pi_env.start_rpc(extensions=[SHIM], dialogs=ScriptedDialogs().select(CONSENT_YES))
+    rpc.prompt_and_settle("/tdai-memory-learning")
+    rpc.wait_until(lambda: len(rpc.ui.dialogs) == 1, timeout=15)
+    assert rpc.close() == 0
+    assert [n.message for n in rpc.ui.notifications if "tokens a day" in n.message] == [question]
 
 
 def test_consolidate_runs_without_pi_on_a_configured_endpoint(pi_env: PiEnv, fake_model: FakeModel) -> None:

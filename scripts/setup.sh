@@ -47,15 +47,19 @@ done
 (cd extension-shim && npm install --no-audit --no-fund --loglevel=error >/dev/null)
 
 # Chromium from Debian's packages for the inspector's browser tests (Playwright drives this
-# executable; its own browser download is never used).
-if [ ! -x /usr/bin/chromium ]; then
+# executable; its own browser download is never used), and tmux, which the E2E uses to drive Pi's
+# interactive TUI and read its screen and scrollback.
+missing=()
+[ -x /usr/bin/chromium ] || missing+=(chromium)
+command -v tmux >/dev/null 2>&1 || missing+=(tmux)
+if [ "${#missing[@]}" -gt 0 ]; then
   as_root=""
   [ "$(id -u)" -eq 0 ] || as_root="sudo"
   if [ -z "$as_root" ] || command -v sudo >/dev/null 2>&1; then
     $as_root apt-get update -qq
-    DEBIAN_FRONTEND=noninteractive $as_root apt-get install -y -qq chromium >/dev/null
+    DEBIAN_FRONTEND=noninteractive $as_root apt-get install -y -qq "${missing[@]}" >/dev/null
   else
-    echo "warning: /usr/bin/chromium missing and no root to install it (apt-get install chromium)" >&2
+    echo "warning: ${missing[*]} missing and no root to install them (apt-get install ${missing[*]})" >&2
   fi
 fi
 
@@ -65,4 +69,5 @@ for v in "${PI_VERSIONS[@]}"; do
   echo "pi $v: $(HOME=/tmp PI_OFFLINE=1 PI_SKIP_VERSION_CHECK=1 "$NODE22_BIN" "$(pi_cli "$v")" --version 2>/dev/null)"
 done
 echo "chromium: $(/usr/bin/chromium --version 2>/dev/null || echo missing)"
+echo "tmux: $(tmux -V 2>/dev/null || echo missing)"
 echo "setup complete"

@@ -41,6 +41,14 @@ def test_npm_git_local_and_project_sources_are_found(tmp_path: Path) -> None:
     found = {c.detail.split(" (")[0] for c in checks}
     assert found == {str(npm), str(git), str(local.resolve()), str(project)}
     assert any("npm:pi-memory-bridge@0.1.0 in" in c.detail for c in checks)
+    # the name in Pi's start-up box: a package's source, a local install's folder (and why)
+    shown = {c.detail.split(" (")[0]: c.detail.partition("; Pi shows it as ")[2] for c in checks}
+    assert shown == {
+        str(npm): "pi-memory-bridge@0.1.0",
+        str(git): "me/pi-memory-bridge",
+        str(local.resolve()): "clone (Pi names a local install after its folder)",
+        str(project): "pi-memory-bridge",
+    }
 
 
 def test_extensions_entries_and_auto_discovery_count_too(tmp_path: Path) -> None:

@@ -24,7 +24,9 @@ from pi_memory_bridge.engine.learning_status import describe, sentence, state_te
 from pi_memory_bridge.learning.consent import NO, YES, store_consent
 from pi_memory_bridge.learning.scheduler import JobScheduler
 from pi_memory_bridge.project import project_of
-from pi_memory_bridge.wire import CommandStep
+from pi_memory_bridge.wire import CommandStep, SessionModel
+
+GPT_MINI = SessionModel(provider="openai", id="gpt-5-mini", input_cost_per_mtok=0.25, output_cost_per_mtok=2)
 
 
 class RecordingPeer:
@@ -140,9 +142,10 @@ async def test_the_answer_is_written_to_the_global_file_and_learning_starts(
     learning, peer = _learning(tmp_path, backend, model)
     await backend.conversation.add([turn(1, "We use Go for our services.")])
     flows = FlowRegistry()
-    first = await flows.start(learning_command(learning, "ask openai/gpt-5-mini"), has_ui=True)
+    first = await flows.start(learning_command(learning, "ask", GPT_MINI), has_ui=True)
     assert first.kind == "select" and first.options == [NO, YES]
-    assert "openai/gpt-5-mini" in first.message and "200,000 tokens a day" in first.message
+    assert "the model gpt-5-mini from provider openai" in first.message
+    assert "200,000 tokens a day" in first.message
     final = await _answer(first, flows, YES)
     assert final.kind == "done" and "learning is on" in final.message
     saved = json.loads(global_config_path(agent).read_text(encoding="utf-8"))
@@ -157,7 +160,7 @@ async def test_the_answer_is_written_to_the_global_file_and_learning_starts(
     assert [m for m, _ in peer.notified] == ["notice"]
     assert "+1 learned" in peer.notified[0][1]["message"]
     # asked again (another session raced us): nothing is asked twice
-    again = await FlowRegistry().start(learning_command(learning, "ask"), has_ui=True)
+    again = await FlowRegistry().start(learning_command(learning, "ask", None), has_ui=True)
     assert again.kind == "done" and again.message == ""
     await learning.close()
 
@@ -165,12 +168,39 @@ async def test_the_answer_is_written_to_the_global_file_and_learning_starts(
 async def test_no_is_the_default_and_is_remembered(tmp_path: Path, backend: LocalBackend) -> None:
     learning, _ = _learning(tmp_path, backend, ScriptedModel())
     flows = FlowRegistry()
-    first = await flows.start(learning_command(learning, "ask"), has_ui=True)
+    first = await flows.start(learning_command(learning, "ask", None), has_ui=True)
     final = await _answer(first, flows, None)  # dismissed
     assert "off" in final.message
     assert learning.consent is False
     saved = json.loads(global_config_path(tmp_path / "agent").read_text(encoding="utf-8"))
     assert saved["learning"]["enabled"] is False
+    await learning.close()
+
+
+async def test_the_question_names_and_prices_the_model_the_same_way_each_time(
+    tmp_path: Path, backend: LocalBackend
+) -> None:
+    learning, _ = _learning(tmp_path, backend, ScriptedModel())
+    asked = await FlowRegistry().start(learning_command(learning, "ask", GPT_MINI), has_ui=True)
+    by_hand = await FlowRegistry().start(learning_command(learning, "", GPT_MINI), has_ui=True)
+    assert asked.message == by_hand.message  # the one-time question and /tdai-memory-learning
+    # 2,000 input tokens at $0.25/M, 8,000 and the 200,000-token day at the dearer $2/M
+    assert "about $0.0005-$0.016 a consolidation and at most $0.40 a day" in asked.message
+    assert "$0.25 per million input tokens, $2 per million output tokens" in asked.message
+    unpriced = SessionModel(provider="fake", id="fake-model")
+    free = await FlowRegistry().start(learning_command(learning, "", unpriced), has_ui=True)
+    assert "the model fake-model from provider fake" in free.message
+    assert "lists no price for it" in free.message and "$" not in free.message
+    await learning.close()
+
+
+async def test_a_configured_learning_model_is_named_instead_of_the_session_model(
+    tmp_path: Path, backend: LocalBackend
+) -> None:
+    learning, _ = _learning(tmp_path, backend, ScriptedModel())
+    learning.settings = learning.settings.model_copy(update={"model": "anthropic/claude-haiku"})
+    step = await FlowRegistry().start(learning_command(learning, "", GPT_MINI), has_ui=True)
+    assert "gpt-5-mini" not in step.message and "price is not known here" in step.message
     await learning.close()
 
 

@@ -185,7 +185,9 @@ class PiEnv:
         )
         return env
 
-    def write_models(self, base_url: str) -> Path:
+    def write_models(self, base_url: str, *, cost: Mapping[str, float] | None = None) -> Path:
+        """`models.json` with provider `fake`; `cost` ($ per million tokens) is Pi's catalog price."""
+        price = {"input": 0, "output": 0, "cacheRead": 0, "cacheWrite": 0, **(cost or {})}
         model = {
             "id": "fake-model",
             "name": "Fake Model",
@@ -193,7 +195,7 @@ class PiEnv:
             "input": ["text"],
             "contextWindow": 32000,
             "maxTokens": 1024,
-            "cost": {"input": 0, "output": 0, "cacheRead": 0, "cacheWrite": 0},
+            "cost": price,
         }
         provider = {"baseUrl": base_url, "api": "openai-completions", "apiKey": API_KEY, "models": [model]}
         path = self.agent_dir / "models.json"

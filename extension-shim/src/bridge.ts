@@ -20,7 +20,7 @@ import { liveUserTimestamps, projectEntries } from "./entries.ts";
 import { footerOf, STARTING, unavailable } from "./footer.ts";
 import { COMMANDS, TOOLS } from "./generated/tables.ts";
 import type { Located } from "./locate.ts";
-import { completeOnModel } from "./model.ts";
+import { completeOnModel, sessionModelOf } from "./model.ts";
 import {
 	CLIENT_NAME,
 	CLIENT_VERSION,
@@ -59,6 +59,8 @@ const LEVELS = new Set(["info", "warning", "error"]);
 // a call Pi awaits keeps Node's event loop up until its answer or deadline (print mode exits otherwise)
 const HOLD: RequestOptions = { hold: true };
 const COLLAPSED_LINES = 8;
+/** The custom entry type of a command's long report (status): drawn in the TUI transcript, never sent to the model. */
+export const REPORT_ENTRY = "tdai-memory-report";
 
 /** What the bridge needs of the sidecar process (`Sidecar` is the real one). */
 export interface SidecarLike {
@@ -136,9 +138,21 @@ export function resultText(result: { content: unknown[]; details?: unknown }, ex
 	const display = (result.details as { display?: unknown } | undefined)?.display;
 	const first = result.content[0] as { type?: unknown; text?: unknown } | undefined;
 	const text = typeof display === "string" ? display : typeof first?.text === "string" ? first.text : "";
+	return collapsed(text, expanded);
+}
+
+function collapsed(text: string, expanded: boolean): string {
 	const lines = text.split("\n");
 	if (expanded || lines.length <= COLLAPSED_LINES) return text;
-	return [...lines.slice(0, COLLAPSED_LINES), `… ${lines.length - COLLAPSED_LINES} more line(s) (expand to see)`].join("\n");
+	const more = lines.length - COLLAPSED_LINES;
+	return [...lines.slice(0, COLLAPSED_LINES), `… ${more} more ${more === 1 ? "line" : "lines"} (expand to see)`].join("\n");
+}
+
+/** A report entry as the transcript shows it: which command, then its text, cut until expanded. */
+export function reportText(data: unknown, expanded: boolean): string {
+	const d = (data ?? {}) as { command?: unknown; text?: unknown };
+	const text = typeof d.text === "string" ? d.text : "";
+	return `/${typeof d.command === "string" ? d.command : "tdai-memory"}\n${collapsed(text, expanded)}`;
 }
 
 function sessionId(ctx: ExtensionContext): string {
@@ -259,8 +273,7 @@ class Bridge {
 				/* the ctx went stale with a runtime replacement */
 			}
 		} else if (method === "learning/consent" && ctx?.hasUI) {
-			const m = ctx.model; // the question names the model the conversation would go to
-			void this.runCommand("learning", m ? `ask ${m.provider}/${m.id}` : "ask", ctx);
+			void this.runCommand("learning", "ask", ctx);
 		}
 	}
 
@@ -302,7 +315,13 @@ class Bridge {
 		}
 	}
 
-	private async runCommand(name: string, args: string, ctx: ExtensionContext): Promise<CommandStep | undefined> {
+	/** `report`: the command's row says its outcome is a long report (see `keepReport`). */
+	private async runCommand(
+		name: string,
+		args: string,
+		ctx: ExtensionContext,
+		report?: { pi: ExtensionAPI; piName: string },
+	): Promise<CommandStep | undefined> {
 		this.s.ctx = ctx;
 		const show = (message: string, level: "info" | "warning" | "error"): void => {
 			if (!message) return;
@@ -318,7 +337,7 @@ class Bridge {
 		try {
 			let step = await this.call(
 				"command/run",
-				{ name, args, hasUi: ctx.hasUI, piSessionId: sessionId(ctx) },
+				{ name, args, hasUi: ctx.hasUI, piSessionId: sessionId(ctx), sessionModel: sessionModelOf(ctx) },
 				COMMAND_CALL_MS,
 				HOLD,
 			);
@@ -334,12 +353,25 @@ class Bridge {
 				step = await this.call("command/answer", { flowId: step.flowId ?? "", answer }, COMMAND_CALL_MS, HOLD);
 			}
 			this.showFooter(step.footer);
-			show(step.message, step.level);
+			if (!(report && step.message && this.keepReport(report.pi, report.piName, step.message, ctx))) show(step.message, step.level);
 			return step;
 		} catch (e) {
 			this.showFooter(failureFooter(name, e));
 			show(`pi-memory-bridge: ${errorText(e)}`, "error");
 			return undefined;
+		}
+	}
+
+	/** In the TUI a report goes into the transcript, where the next command's output cannot replace
+	 * it; RPC and print modes have no transcript to draw it in, so they get the notification. */
+	private keepReport(pi: ExtensionAPI, piName: string, text: string, ctx: ExtensionContext): boolean {
+		if (!this.host.makeText) return false; // no renderer: the entry would not be drawn
+		try {
+			if (ctx.mode !== "tui") return false;
+			pi.appendEntry(REPORT_ENTRY, { command: piName, text });
+			return true;
+		} catch {
+			return false; // a stale ctx: the notification path says what it can
 		}
 	}
 
@@ -400,7 +432,8 @@ class Bridge {
 			pi.registerCommand(row.name, {
 				description: row.description,
 				handler: async (args, ctx) => {
-					const step = await this.runCommand(row.command, args, ctx);
+					const report = row.report ? { pi, piName: row.name } : undefined;
+					const step = await this.runCommand(row.command, args, ctx, report);
 					if (step?.reload) await ctx.reload(); // Pi reads skills and configuration at start-up
 				},
 			});
@@ -412,6 +445,8 @@ class Bridge {
 		this.registerTools(pi);
 		this.registerCommands(pi);
 		this.registerRecallMessage(pi);
+		const makeText = this.host.makeText;
+		if (makeText) pi.registerEntryRenderer(REPORT_ENTRY, (entry, options) => makeText(reportText(entry.data, options.expanded)));
 		// the interpreter loads while Pi is still starting; the handshake waits for session_start
 		this.sidecar().prestart();
 		const s = this.s;

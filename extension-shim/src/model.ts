@@ -6,7 +6,7 @@
  * the text blocks, the usage and the stop reason, for the sidecar to validate.
  */
 import type { ExtensionContext } from "@earendil-works/pi-coding-agent";
-import type { ModelCompleteParams, ModelCompleteResult } from "./protocol.ts";
+import type { ModelCompleteParams, ModelCompleteResult, SessionModel } from "./protocol.ts";
 import { RpcError } from "./rpc.ts";
 
 // JSON-RPC error codes of `model/complete` (pi_memory_bridge/protocol.py names them MODEL_*)
@@ -84,4 +84,17 @@ export async function completeOnModel(ctx: ExtensionContext | undefined, raw: un
 		usage: { input: Math.max(0, message.usage?.input ?? 0), output: Math.max(0, message.usage?.output ?? 0) },
 		model: name,
 	};
+}
+
+/** The session's model for the consent question: names and Pi's catalog price; null when none is set. */
+export function sessionModelOf(ctx: ExtensionContext): SessionModel | null {
+	let m: ExtensionContext["model"];
+	try {
+		m = ctx.model;
+	} catch {
+		return null; // a stale ctx: the question then names no model rather than failing
+	}
+	if (!m) return null;
+	const rate = (v: unknown): number => (typeof v === "number" && Number.isFinite(v) && v > 0 ? v : 0);
+	return { provider: m.provider, id: m.id, inputCostPerMtok: rate(m.cost?.input), outputCostPerMtok: rate(m.cost?.output) };
 }

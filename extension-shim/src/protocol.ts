@@ -105,11 +105,20 @@ export interface ToolCallResult {
 	isError: boolean;
 }
 
+/** The session's current model as Pi's registry describes it; prices in $ per million tokens. */
+export interface SessionModel {
+	provider: string;
+	id: string;
+	inputCostPerMtok: number;
+	outputCostPerMtok: number;
+}
+
 export interface CommandRunParams {
 	name: string;
 	args: string;
 	hasUi: boolean;
 	piSessionId: string;
+	sessionModel: SessionModel | null;
 }
 
 export interface CommandAnswerParams {
@@ -153,6 +162,8 @@ export interface CommandRow {
 	name: string;
 	command: string;
 	description: string;
+	/** A long report: kept in Pi's transcript (not sent to the model) in the TUI, a notification elsewhere. */
+	report: boolean;
 }
 
 export interface LearningTriggerParams {

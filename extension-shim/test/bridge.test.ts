@@ -6,7 +6,7 @@
  */
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { createMemoryBridge, newBridgeState, resultText, type BridgeState, type SidecarLike } from "../src/bridge.ts";
+import { createMemoryBridge, newBridgeState, REPORT_ENTRY, resultText, type BridgeState, type SidecarLike } from "../src/bridge.ts";
 import { COMMANDS, TOOLS } from "../src/generated/tables.ts";
 import type { Footer, InitializeParams } from "../src/protocol.ts";
 import { MODEL_NO_AUTH, MODEL_NOT_FOUND } from "../src/model.ts";
@@ -58,6 +58,8 @@ function fakePi() {
 	const handlers = new Map<string, Handler>();
 	const renderers = new Map<string, Handler>();
 	let active = ["read", "bash", "tdai_memory_search", "tdai_skill_search", "tdai_skill_read"];
+	const entries: { customType: string; data: unknown }[] = [];
+	const entryRenderers = new Map<string, any>();
 	const pi = {
 		getActiveTools: () => [...active],
 		setActiveTools: (names: string[]) => {
@@ -66,9 +68,11 @@ function fakePi() {
 		registerTool: (t: any) => tools.push(t),
 		registerCommand: (name: string, c: any) => commands.set(name, c),
 		registerMessageRenderer: (type: string, r: Handler) => renderers.set(type, r),
+		registerEntryRenderer: (customType: string, r: any) => entryRenderers.set(customType, r),
+		appendEntry: (customType: string, data: unknown) => entries.push({ customType, data }),
 		on: (event: string, h: Handler) => handlers.set(event, h),
 	};
-	return { pi: pi as any, tools, commands, handlers, renderers, active: () => active };
+	return { pi: pi as any, tools, commands, handlers, renderers, active: () => active, entries, entryRenderers };
 }
 
 function fakeCtx(
@@ -208,6 +212,31 @@ test("a command's dialog goes to Pi and its done step's reload flag reloads Pi",
 	}
 });
 
+test("a report command's outcome goes into the TUI transcript (not the model's context), a notification elsewhere", async () => {
+	const report = Array.from({ length: 12 }, (_, i) => `status line ${i}`).join("\n");
+	const answers: Record<string, Answer> = {
+		"command/run": () => ({ kind: "done", title: "", message: report, options: [], placeholder: "", level: "info" }),
+	};
+	const b = bridge(answers);
+	const tui = fakeCtx();
+	tui.ctx.mode = "tui";
+	await b.commands.get("tdai-memory-status").handler("", tui.ctx);
+	assert.deepEqual(tui.notes, []); // a notification would be replaced by the next command's
+	assert.deepEqual(b.entries, [{ customType: REPORT_ENTRY, data: { command: "tdai-memory-status", text: report } }]);
+	const render = b.entryRenderers.get(REPORT_ENTRY);
+	const shown = render({ type: "custom", customType: REPORT_ENTRY, data: b.entries[0]!.data }, { expanded: false }, {}).text;
+	assert.deepEqual(shown.split("\n").slice(0, 2), ["/tdai-memory-status", "status line 0"]);
+	assert.equal(shown.split("\n").at(-1), "… 4 more lines (expand to see)");
+	assert.ok(render({ data: b.entries[0]!.data }, { expanded: true }, {}).text.endsWith("status line 11"));
+	// RPC mode has no transcript to draw it in; a command that is no report is never an entry
+	const rpc = fakeCtx();
+	await b.commands.get("tdai-memory-status").handler("", rpc.ctx);
+	assert.deepEqual(rpc.notes, [report]);
+	await b.commands.get("tdai-memory-sync-skills").handler("", tui.ctx);
+	assert.deepEqual(tui.notes, [report]);
+	assert.equal(b.entries.length, 1);
+});
+
 test("a sidecar that is not there: the footer says unavailable and a tool fails for the model", async () => {
 	const b = bridge({});
 	const c = fakeCtx();
@@ -226,7 +255,7 @@ test("a tool result is drawn as its readable text, a few lines until expanded", 
 	const long = { content: [], details: { display: Array.from({ length: 12 }, (_, i) => `line ${i}`).join("\n") } };
 	const collapsed = resultText(long, false).split("\n");
 	assert.equal(collapsed.length, 9);
-	assert.equal(collapsed.at(-1), "… 4 more line(s) (expand to see)");
+	assert.equal(collapsed.at(-1), "… 4 more lines (expand to see)");
 	assert.equal(resultText(long, true).split("\n").length, 12);
 });
 
@@ -272,7 +301,9 @@ test("a notice is shown to the user; the consent question runs the learning comm
 	assert.deepEqual(c.notes, ["memory: +1 learned from 2 turn(s)"]);
 	b.made[0]!.events.onNotification("learning/consent", {});
 	await new Promise((r) => setTimeout(r, 20));
-	assert.deepEqual(ran.map((p) => [p.name, p.args]), [["learning", "ask fake/fake-model"]]);
+	// the question names (and prices) the model the conversation would go to, the same way as /tdai-memory-learning
+	const fakeModel = { provider: "fake", id: "fake-model", inputCostPerMtok: 0, outputCostPerMtok: 0 };
+	assert.deepEqual(ran.map((p) => [p.name, p.args, p.sessionModel]), [["learning", "ask", fakeModel]]);
 	assert.deepEqual(c.selects, [{ title: "Let Pi learn from your sessions?", options: ["No", "Yes"] }]);
 	assert.deepEqual(c.notes.slice(1), ["what is sent where", "learning is on"]);
 	// print mode has nobody to ask: the question is not run there

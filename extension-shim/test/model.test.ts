@@ -1,7 +1,7 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import type { ExtensionContext } from "@earendil-works/pi-coding-agent";
-import { completeOnModel, MODEL_FAILED, MODEL_NO_AUTH, MODEL_NOT_FOUND, MODEL_TIMEOUT } from "../src/model.ts";
+import { completeOnModel, MODEL_FAILED, MODEL_NO_AUTH, MODEL_NOT_FOUND, MODEL_TIMEOUT, sessionModelOf } from "../src/model.ts";
 import { RpcError } from "../src/rpc.ts";
 
 const params = { systemPrompt: "sys", prompt: "hi", maxTokens: 100, timeoutMs: 5000 };
@@ -63,4 +63,18 @@ test("a call past its deadline is a timeout, whether the provider throws or reso
 	await assert.rejects(completeOnModel(slow(true), { ...params, timeoutMs: 30 }), code(MODEL_TIMEOUT));
 	await assert.rejects(completeOnModel(slow(false), { ...params, timeoutMs: 30 }), code(MODEL_TIMEOUT));
 	clearTimeout(keepAlive);
+});
+
+test("the session's model for the consent question: names and catalog price, none without a model", () => {
+	const priced = ctx({ model: { ...fake, cost: { input: 3, output: 15, cacheRead: 0.3, cacheWrite: 3.75 } } });
+	assert.deepEqual(sessionModelOf(priced), { provider: "fake", id: "fake-model", inputCostPerMtok: 3, outputCostPerMtok: 15 });
+	const unpriced = ctx({ model: { ...fake, cost: { input: Number.NaN, output: -1 } } });
+	assert.deepEqual(sessionModelOf(unpriced), { provider: "fake", id: "fake-model", inputCostPerMtok: 0, outputCostPerMtok: 0 });
+	assert.equal(sessionModelOf(ctx({})), null);
+	const stale = {
+		get model(): never {
+			throw new Error("stale");
+		},
+	} as unknown as ExtensionContext;
+	assert.equal(sessionModelOf(stale), null);
 });

@@ -228,11 +228,25 @@ class ToolCallResult(WireModel):
 # ---- commands ---------------------------------------------------------------------------------
 
 
+class SessionModel(WireModel):
+    """The session's current Pi model, as Pi's model registry describes it (`ctx.model`).
+
+    Prices are Pi's catalog prices in dollars per million tokens; Pi lists 0 for a model whose
+    price it does not know (custom providers without a `cost`).
+    """
+
+    provider: str = Field(max_length=200)
+    id: str = Field(max_length=300)
+    input_cost_per_mtok: float = Field(default=0.0, ge=0)
+    output_cost_per_mtok: float = Field(default=0.0, ge=0)
+
+
 class CommandRunParams(WireModel):
     name: str = Field(max_length=64)
     args: str = Field(default="", max_length=100_000)
     has_ui: bool = False
     pi_session_id: str = Field(default="", max_length=200)
+    session_model: SessionModel | None = None  # None: the session has no model selected
 
 
 class CommandAnswerParams(WireModel):

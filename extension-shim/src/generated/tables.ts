@@ -155,72 +155,86 @@ export const COMMANDS: readonly CommandRow[] = [
 	{
 		"name": "tdai-memory-status",
 		"command": "status",
-		"description": "Show what memory holds, what it recalled last, what is waiting, and what to fix"
+		"description": "Show what memory holds, what it recalled last, what is waiting, and what to fix",
+		"report": true
 	},
 	{
 		"name": "tdai-memory-forget",
 		"command": "forget",
-		"description": "Find memories matching a query, preview them, choose, confirm, delete: /tdai-memory-forget <query>"
+		"description": "Find memories matching a query, preview them, choose, confirm, delete: /tdai-memory-forget <query>",
+		"report": false
 	},
 	{
 		"name": "tdai-memory-sync-skills",
 		"command": "sync-skills",
-		"description": "Write chosen learned skills from the server as Pi skills (asks first; never overwrites your edits)"
+		"description": "Write chosen learned skills from the server as Pi skills (asks first; never overwrites your edits)",
+		"report": false
 	},
 	{
 		"name": "tdai-memory-setup",
 		"command": "setup",
-		"description": "Connect to a MemoryCore team server (optional): endpoint, key files, identity check, team and agent"
+		"description": "Connect to a MemoryCore team server (optional): endpoint, key files, identity check, team and agent",
+		"report": false
 	},
 	{
 		"name": "tdai-memory-outbox",
 		"command": "outbox",
-		"description": "Capture outbox: status | list [pending|dead|quarantined] | flush | requeue <id|all> | purge <id|all>"
+		"description": "Capture outbox: status | list [pending|dead|quarantined] | flush | requeue <id|all> | purge <id|all>",
+		"report": false
 	},
 	{
 		"name": "tdai-memory-ui",
 		"command": "ui",
-		"description": "Open the memory inspector: a local web page to see, search, correct and forget what Pi remembers"
+		"description": "Open the memory inspector: a local web page to see, search, correct and forget what Pi remembers",
+		"report": false
 	},
 	{
 		"name": "tdai-memory",
 		"command": "memory",
-		"description": "See what memory knows: profile, memories by kind, recent conversation, notes; search, show, edit, forget"
+		"description": "See what memory knows: profile, memories by kind, recent conversation, notes; search, show, edit, forget",
+		"report": false
 	},
 	{
 		"name": "tdai-memory-pause",
 		"command": "pause",
-		"description": "Pause memory for this project: nothing here is captured or recalled until /tdai-memory-resume"
+		"description": "Pause memory for this project: nothing here is captured or recalled until /tdai-memory-resume",
+		"report": false
 	},
 	{
 		"name": "tdai-memory-resume",
 		"command": "resume",
-		"description": "Turn memory back on for this project after /tdai-memory-pause"
+		"description": "Turn memory back on for this project after /tdai-memory-pause",
+		"report": false
 	},
 	{
 		"name": "tdai-memory-import",
 		"command": "import",
-		"description": "Import sessions from before memory was set up: preview, confirm: [--since DATE] [--session FILE]"
+		"description": "Import sessions from before memory was set up: preview, confirm: [--since DATE] [--session FILE]",
+		"report": false
 	},
 	{
 		"name": "tdai-memory-undo",
 		"command": "undo",
-		"description": "Undo a consolidation job as a whole (default the last one): /tdai-memory-undo [job-id|list]"
+		"description": "Undo a consolidation job as a whole (default the last one): /tdai-memory-undo [job-id|list]",
+		"report": false
 	},
 	{
 		"name": "tdai-memory-review",
 		"command": "review",
-		"description": "Review what learning would change in memories you saved by hand: keep yours or take the new text"
+		"description": "Review what learning would change in memories you saved by hand: keep yours or take the new text",
+		"report": false
 	},
 	{
 		"name": "tdai-memory-learning",
 		"command": "learning",
-		"description": "Let memory learn from your sessions, or stop it: /tdai-memory-learning [on|off]"
+		"description": "Let memory learn from your sessions, or stop it: /tdai-memory-learning [on|off]",
+		"report": false
 	},
 	{
 		"name": "tdai-memory-remember",
 		"command": "remember",
-		"description": "Save a fact or preference to long-term memory: /tdai-memory-remember <text>"
+		"description": "Save a fact or preference to long-term memory: /tdai-memory-remember <text>",
+		"report": false
 	}
 ];
 

@@ -15,7 +15,7 @@ import shutil
 import subprocess
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
 from pi_memory_bridge.config import expand_home
 
@@ -43,6 +43,7 @@ class Declared:
     source: str  # as written in settings.json
     settings: Path  # the file that says it
     path: Path  # where it is on disk
+    package: bool = True  # from `packages` (else from `extensions`: a path, never a package source)
 
 
 def _settings(path: Path) -> dict[str, object]:
@@ -58,7 +59,7 @@ def _package_path(source: str, root: Path, settings_dir: Path, env: Mapping[str,
         spec = source[4:].strip()
         name = re.match(r"^(@?[^@]+(?:/[^@]+)?)", spec)
         return root / "npm" / "node_modules" / name.group(1) if name else None
-    if source.startswith(("git:", "http://", "https://", "ssh://", "git://")):
+    if _is_git(source):
         found = _GIT_SOURCE.match(source)
         return root / "git" / found.group("host") / found.group("path") if found else None
     path = expand_home(source, env)
@@ -84,7 +85,7 @@ def declared(agent_dir: Path, cwd: Path, env: Mapping[str, str]) -> Iterator[Dec
                 else:
                     where = _package_path(source.strip(), root, settings.parent, env)
                 if where is not None:
-                    yield Declared(source, settings, where)
+                    yield Declared(source, settings, where, package=key == "packages")
 
 
 def _manifest(folder: Path) -> dict[str, object] | None:
@@ -92,7 +93,28 @@ def _manifest(folder: Path) -> dict[str, object] | None:
     return data if data.get("name") in PACKAGE_NAMES else None
 
 
-def _check_folder(folder: Path, said_by: str) -> PiCheck:
+def shown_as(source: str | None, folder: Path, entry: str) -> str:
+    """The name Pi's start-up box gives this extension, worked out the way Pi does it.
+
+    npm and git packages are named by their source; anything else (a local path, an `extensions`
+    entry, an auto-discovered folder) by the last folder of its entry file, `index.ts` left out.
+    """
+    entry_path = PurePosixPath(entry)
+    inner = "" if entry_path.stem == "index" and str(entry_path.parent) == "." else f":{entry_path}"
+    if source is not None and source.startswith("npm:"):
+        return (source[4:].strip() or source) + inner
+    found = _GIT_SOURCE.match(source) if source is not None and _is_git(source) else None
+    if found is not None:
+        return found.group("path") + inner
+    file = (folder / entry).resolve()
+    return file.parent.name if file.stem == "index" else file.name
+
+
+def _is_git(source: str) -> bool:
+    return source.startswith(("git:", "http://", "https://", "ssh://", "git://"))
+
+
+def _check_folder(folder: Path, said_by: str, source: str | None = None) -> PiCheck:
     manifest = _manifest(folder) or {}
     pi = manifest.get("pi")
     entries = pi.get("extensions", []) if isinstance(pi, dict) else []
@@ -105,7 +127,14 @@ def _check_folder(folder: Path, said_by: str) -> PiCheck:
             f"{folder}: pi.extensions names missing files {missing or names}",
             f"reinstall it: {INSTALL_HINT}",
         )
-    return PiCheck("extension", True, f"{folder} ({said_by})")
+    shown = shown_as(source, folder, names[0])
+    # a local install is named after its folder: say so where that is not the package's own name
+    why = (
+        " (Pi names a local install after its folder)"
+        if shown != manifest.get("name") and source is None
+        else ""
+    )
+    return PiCheck("extension", True, f"{folder} ({said_by}); Pi shows it as {shown}{why}")
 
 
 def extension_checks(
@@ -119,7 +148,10 @@ def extension_checks(
         if folder in seen or _manifest(folder) is None:
             continue
         seen.add(folder)
-        checks.append(_check_folder(folder, f"{item.source} in {item.settings}"))
+        package = (
+            item.source if item.package and (item.source.startswith("npm:") or _is_git(item.source)) else None
+        )
+        checks.append(_check_folder(folder, f"{item.source} in {item.settings}", package))
     ext_dir = agent_dir / "extensions"
     if ext_dir.is_dir():
         for folder in sorted(p for p in ext_dir.iterdir() if p.is_dir()):

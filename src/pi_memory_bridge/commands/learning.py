@@ -15,7 +15,7 @@ from pathlib import Path
 from pi_memory_bridge.backends.base import BackendError
 from pi_memory_bridge.backends.learning import JobSummary, LearnedMemories, StoredOp
 from pi_memory_bridge.config import global_config_path
-from pi_memory_bridge.learning.consent import NO, YES, consent_question, store_consent
+from pi_memory_bridge.learning.consent import NO, YES, ModelPrice, consent_question, store_consent
 from pi_memory_bridge.learning.prompts import clean_text
 from pi_memory_bridge.redact import redact_text
 from pi_memory_bridge.vocabulary.dialog import Cancelled, Dialog, Outcome
@@ -177,13 +177,17 @@ class LearningDeps:
     current: bool | None
     set_consent: Callable[[bool], None]
     model_configured: bool = False  # learning.model or .endpoint: the shim's session model is not used
+    session_model: tuple[str, ModelPrice] | None = None  # what the session runs on, named and priced
 
 
 async def learning_flow(deps: LearningDeps, args: str, dialog: Dialog) -> Outcome:
-    """`on`, `off`, `ask [model]` (the one-time question), or nothing (show the state and ask)."""
-    word, _, rest = args.strip().partition(" ")
-    word = word.lower()
-    model = deps.model_label if deps.model_configured else rest.strip() or deps.model_label
+    """`on`, `off`, `ask` (the one-time question), or nothing (show the state and ask)."""
+    word = args.strip().partition(" ")[0].lower()
+    # a configured learning.model or endpoint is what jobs run on, whatever the session uses
+    model: str = deps.model_label
+    price: ModelPrice | None = None
+    if not deps.model_configured and deps.session_model is not None:
+        model, price = deps.session_model
     if word == "ask" and deps.current is not None:
         return Outcome("")  # answered meanwhile (another session, or by hand): never ask twice
     if word in ("on", "off"):
@@ -193,7 +197,7 @@ async def learning_flow(deps: LearningDeps, args: str, dialog: Dialog) -> Outcom
             state = {None: "not allowed yet", True: "on", False: "off"}[deps.current]
             return Outcome(f"learning is {state}; /tdai-memory-learning on|off changes it")
         question = consent_question(
-            model, deps.every_turns, deps.daily_budget, global_config_path(deps.agent_dir)
+            model, price, deps.every_turns, deps.daily_budget, global_config_path(deps.agent_dir)
         )
         try:
             answer = await dialog.select("Let Pi learn from your sessions?", [NO, YES], question)

@@ -16,6 +16,9 @@ class CommandSpec:
     pi_name: str  # what the user types after "/"
     name: str  # what `command/run` carries
     description: str
+    # a long report: Pi's TUI keeps it in the transcript (never sent to the model) rather than in
+    # a notification the next command's output replaces
+    report: bool = False
 
 
 COMMANDS: tuple[CommandSpec, ...] = (
@@ -23,6 +26,7 @@ COMMANDS: tuple[CommandSpec, ...] = (
         "tdai-memory-status",
         "status",
         "Show what memory holds, what it recalled last, what is waiting, and what to fix",
+        report=True,
     ),
     CommandSpec(
         "tdai-memory-forget",

@@ -62,7 +62,7 @@ class CommandFlows:
             "resume": lambda _p: lambda _dialog: pause_flow(pause, paused=False),
             "import": self._import_flow,
             "undo": lambda p: undo_command(learning, p.args),
-            "learning": lambda p: learning_command(learning, p.args),
+            "learning": lambda p: learning_command(learning, p.args, p.session_model),
             "review": lambda _p: (
                 lambda dialog: review_flow(
                     learning.proposals,

@@ -7,7 +7,9 @@ file with errors is never rewritten: its author may be halfway through an edit w
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Final
 
 from pydantic import ValidationError
 
@@ -17,14 +19,60 @@ YES = "Yes, learn from my sessions"
 NO = "No (turn it on later with /tdai-memory-learning on)"
 
 
-def consent_question(model: str, every_turns: int, daily_budget: int, config_path: Path) -> str:
+# what one consolidation spends, in tokens (the question's "roughly 2,000-8,000")
+TOKENS_PER_JOB: Final = (2_000, 8_000)
+
+
+@dataclass(frozen=True, slots=True)
+class ModelPrice:
+    """Pi's catalog price of a model, dollars per million tokens (0 when Pi lists none)."""
+
+    input_per_mtok: float
+    output_per_mtok: float
+
+
+def model_words(provider: str, model_id: str) -> str:
+    """A model named the one way every question and message names it."""
+    return f"the model {model_id} from provider {provider}"
+
+
+def _dollars(amount: float) -> str:
+    # cents where they count, two significant digits below that (a job can cost a fraction of a cent)
+    if amount >= 0.1:
+        return f"${amount:,.2f}"
+    return f"${amount:.2g}"
+
+
+def money_text(price: ModelPrice | None, daily_budget: int) -> str:
+    """The money side of the question: an estimate at Pi's listed price, or why there is none."""
+    if price is None:
+        return "Its price is not known here, so no money estimate can be given."
+    if price.input_per_mtok <= 0 and price.output_per_mtok <= 0:
+        return "Pi's model registry lists no price for it, so no money estimate can be given."
+    # most of a job's tokens are the turns sent in; the upper figures count every token at the dearer rate
+    dearer = max(price.input_per_mtok, price.output_per_mtok)
+    low = TOKENS_PER_JOB[0] * price.input_per_mtok / 1e6
+    high = TOKENS_PER_JOB[1] * dearer / 1e6
+    day = daily_budget * dearer / 1e6
+    return (
+        f"At its listed price (${price.input_per_mtok:g} per million input tokens, "
+        f"${price.output_per_mtok:g} per million output tokens) that is about "
+        f"{_dollars(low)}-{_dollars(high)} a consolidation and at most {_dollars(day)} a day."
+    )
+
+
+def consent_question(
+    model: str, price: ModelPrice | None, every_turns: int, daily_budget: int, config_path: Path
+) -> str:
+    low, high = TOKENS_PER_JOB
     return (
         "pi-memory-bridge can turn your conversations into memories (preferences, decisions, facts, "
         "pitfalls) so that later sessions know them.\n"
         "To do that it sends the text of recent turns (secrets redacted, code blocks left out), and "
         "of memories you save yourself (to give them topic tags and the questions they answer), to "
-        f"{model}, and spends tokens: roughly 2,000-8,000 per consolidation, which runs after a pause "
-        f"or every {every_turns} turns, at most {daily_budget:,} tokens a day (learning.dailyTokenBudget).\n"
+        f"{model}, and spends tokens: roughly {low:,}-{high:,} per consolidation, which runs after a pause "
+        f"or every {every_turns} turns, at most {daily_budget:,} tokens a day (learning.dailyTokenBudget). "
+        f"{money_text(price, daily_budget)}\n"
         "Every job is shown after it runs, listed in /tdai-memory-status, and can be undone with "
         "/tdai-memory-undo.\n"
         f"Your answer is kept in {config_path}; change it any time with /tdai-memory-learning on|off."

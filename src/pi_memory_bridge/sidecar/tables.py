@@ -49,7 +49,10 @@ def tool_rows() -> list[dict[str, object]]:
 
 
 def command_rows() -> list[dict[str, object]]:
-    return [{"name": c.pi_name, "command": c.name, "description": c.description} for c in COMMANDS]
+    return [
+        {"name": c.pi_name, "command": c.name, "description": c.description, "report": c.report}
+        for c in COMMANDS
+    ]
 
 
 def footer_templates() -> dict[str, str]:

@@ -4,8 +4,11 @@ and the inspector's overview. The report itself is `vocabulary.status`."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from pi_memory_bridge.capture.identity import MAIN_BRANCH, BranchIdentity
 from pi_memory_bridge.config import LoadedConfig
+from pi_memory_bridge.inspector_registry import RunningInspector
 from pi_memory_bridge.outbox import OutboxCounts
 from pi_memory_bridge.recall import Layer, RecallOutcome
 from pi_memory_bridge.vocabulary.status import Problem
@@ -121,6 +124,16 @@ def describe_embeddings(state: str, reason: str, left: int | None) -> str:
         why = f" ({reason})" if reason else ""
         return f"Search by meaning: off{why}; memory is searched by its words only."
     return "Search by meaning: the model is loading; until then memory is searched by its words."
+
+
+def describe_inspectors(running: Sequence[RunningInspector]) -> str:
+    """The inspectors running for this agent dir, by address only: the token stays out of a report
+    that may be pasted into an issue; `/tdai-memory-ui` shows the full link to this same user."""
+    if not running:
+        return ""
+    addresses = ", ".join(r.address() for r in running)
+    where = "a memory inspector is running at" if len(running) == 1 else "memory inspectors are running at"
+    return f"Inspector: {where} {addresses}; /tdai-memory-ui in Pi gives its link to open it."
 
 
 def describe_budget(loaded: LoadedConfig | None) -> str:

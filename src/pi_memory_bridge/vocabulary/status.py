@@ -48,6 +48,7 @@ class StatusReport:
     learning_words: str = ""
     catch_up_words: str = ""
     embeddings_words: str = ""
+    inspector_words: str = ""  # running inspectors of this agent dir, by address
 
     def with_pause(self, project: str) -> StatusReport:
         return replace(self, paused_project=project)
@@ -132,7 +133,12 @@ def render_status(report: StatusReport) -> str:
             report.session or "This session: no Pi session has used memory yet.",
             *(
                 line
-                for line in (report.learning_words, report.catch_up_words, report.embeddings_words)
+                for line in (
+                    report.learning_words,
+                    report.catch_up_words,
+                    report.embeddings_words,
+                    report.inspector_words,
+                )
                 if line
             ),
         ]

@@ -33,6 +33,8 @@ def state_text(learning: Learning) -> str:
         return "off (learning.enabled is false; /tdai-memory-learning on to allow it)"
     if learning.memories is None:
         return "on, waiting for the memory store"
+    if learning.model is None:
+        return f"on, {model_label(learning)}"
     return f"on, model {model_label(learning)}"
 
 
@@ -51,6 +53,12 @@ def sentence(learning: Learning) -> str:
         return f"{head}: off; /tdai-memory-learning on allows it."
     if learning.memories is None:
         return f"{head}: on, waiting for the memory store to open."
+    if learning.model is None:
+        # outside Pi (the terminal) there is no session model to learn with: nothing runs here
+        return (
+            f"{head}: on; it runs inside Pi, on the session's model, or anywhere once "
+            "learning.endpoint names a model server."
+        )
     if learning.working:
         return f"{head}: on; a consolidation job is running now on {model_label(learning)}."
     return f"{head}: on; {model_label(learning)} turns what you said into memories in the background."

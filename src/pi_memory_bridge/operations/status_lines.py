@@ -123,6 +123,14 @@ def describe_embeddings(state: str, reason: str, left: int | None) -> str:
     if state == "unavailable":
         why = f" ({reason})" if reason else ""
         return f"Search by meaning: off{why}; memory is searched by its words only."
+    if state == "not loaded yet":
+        # a process that has not searched yet (the terminal's status, a sidecar's first instant):
+        # nothing is loading here, so say when it will be rather than "loading"
+        waiting = f"; {left} remembered item(s) still wait for indexing" if left else ""
+        return (
+            "Search by meaning: ready; its model loads on the first search "
+            f"(Pi's memory sidecar loads it when it starts){waiting}."
+        )
     return "Search by meaning: the model is loading; until then memory is searched by its words."
 
 

@@ -219,7 +219,7 @@ def test_a_full_disk_during_the_turn_is_caught_up_once_space_is_freed(pi_env: Pi
             report = wait_until(
                 behind, 20, "status saying memory is behind", interval=0.5, detail=lambda: _status(rpc)
             )
-            assert "memory is behind: 1 settled turn(s)" in report, report
+            assert "memory is behind: 1 settled turn" in report, report
         else:
             report = _status(rpc)
         assert "disk is full" in report, report

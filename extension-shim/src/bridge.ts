@@ -130,7 +130,8 @@ export function resultText(result: { content: unknown[]; details?: unknown }, ex
 	const text = typeof display === "string" ? display : typeof first?.text === "string" ? first.text : "";
 	const lines = text.split("\n");
 	if (expanded || lines.length <= COLLAPSED_LINES) return text;
-	return [...lines.slice(0, COLLAPSED_LINES), `… ${lines.length - COLLAPSED_LINES} more line(s) (expand to see)`].join("\n");
+	const hidden = lines.length - COLLAPSED_LINES;
+	return [...lines.slice(0, COLLAPSED_LINES), `… ${hidden} more ${hidden === 1 ? "line" : "lines"} (expand to see)`].join("\n");
 }
 
 function sessionId(ctx: ExtensionContext): string {

@@ -213,7 +213,7 @@ test("a tool result is drawn as its readable text, a few lines until expanded", 
 	const long = { content: [], details: { display: Array.from({ length: 12 }, (_, i) => `line ${i}`).join("\n") } };
 	const collapsed = resultText(long, false).split("\n");
 	assert.equal(collapsed.length, 9);
-	assert.equal(collapsed.at(-1), "… 4 more line(s) (expand to see)");
+	assert.equal(collapsed.at(-1), "… 4 more lines (expand to see)");
 	assert.equal(resultText(long, true).split("\n").length, 12);
 });
 

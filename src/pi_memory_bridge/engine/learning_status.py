@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 from pi_memory_bridge.backends.base import BackendError
 from pi_memory_bridge.learning.budget import budget_day
 from pi_memory_bridge.learning.reasons import FailReason
+from pi_memory_bridge.plural import counted
 
 if TYPE_CHECKING:
     from pi_memory_bridge.engine.learning import Learning
@@ -81,13 +82,15 @@ async def describe(learning: Learning) -> tuple[str, list[tuple[str, str]]]:
             return f"{parts[0]}; store unreadable ({exc})", problems
         budget = learning.settings.daily_token_budget
         parts.append(f"tokens today {used:,} / {budget:,}")
-        parts.append(f"{counts.pending_turns} turn(s) waiting, {counts.applied_jobs} job(s) applied")
+        parts.append(
+            f"{counted(counts.pending_turns, 'turn')} waiting, {counted(counts.applied_jobs, 'job')} applied"
+        )
         parts.append(
             f"memories {counts.active} active ({counts.learned_active} learned), "
             f"{counts.superseded} superseded"
         )
         if unenriched:  # saved without tags and questions: a learning job adds them
-            parts.append(f"{unenriched} memory(ies) waiting for tags and questions")
+            parts.append(f"{counted(unenriched, 'memory')} waiting for tags and questions")
         if last:
             parts.append("last jobs: " + " | ".join(describe_job(j) for j in last))
         if learning.active and used >= budget:

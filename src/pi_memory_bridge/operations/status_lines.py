@@ -10,6 +10,7 @@ from pi_memory_bridge.capture.identity import MAIN_BRANCH, BranchIdentity
 from pi_memory_bridge.config import LoadedConfig
 from pi_memory_bridge.inspector_registry import RunningInspector
 from pi_memory_bridge.outbox import OutboxCounts
+from pi_memory_bridge.plural import counted, noun
 from pi_memory_bridge.recall import Layer, RecallOutcome
 from pi_memory_bridge.vocabulary.status import Problem
 
@@ -25,14 +26,15 @@ def outbox_problems(counts: OutboxCounts, pause_reason: str | None) -> list[Prob
     if counts.dead:
         problems.append(
             Problem(
-                f"the memory store refused {counts.dead} captured turn(s)",
+                f"the memory store refused {counted(counts.dead, 'captured turn')}",
                 "see `/tdai-memory-outbox list dead`, then requeue or purge them",
             )
         )
     if counts.quarantined:
         problems.append(
             Problem(
-                f"{counts.quarantined} captured turn(s) could not be read back and were set aside",
+                f"{counted(counts.quarantined, 'captured turn')} could not be read back and "
+                f"{noun(counts.quarantined, 'was', 'were')} set aside",
                 "see `/tdai-memory-outbox list quarantined`; purge them when done",
             )
         )
@@ -91,7 +93,8 @@ def describe_recalled(last: RecallOutcome | None) -> str:
         return "Last recall: nothing in memory matched the last prompt, so nothing was added."
     used = [f"{r.items} from {_LAYER_WORDS[r.layer]}" for r in last.layers if r.state == "ok" and r.items]
     text = (
-        f"Last recall: {last.items} remembered item(s) matched the last prompt and were added to it as "
+        f"Last recall: {counted(last.items, 'remembered item')} matched the last prompt and "
+        f"{noun(last.items, 'was', 'were')} added to it as "
         f"reference ({', '.join(used)}), in {last.elapsed_ms:.0f} ms."
     )
     missed = [_LAYER_WORDS[r.layer] for r in last.layers if r.state in ("failed", "timeout")]
@@ -105,7 +108,7 @@ def describe_waiting(counts: OutboxCounts | None, pause_reason: str | None) -> s
         return "Waiting: unknown (the queue of captured turns cannot be read)."
     if not counts.waiting:
         return "Waiting: nothing; every captured turn is stored."
-    text = f"Waiting: {counts.waiting} captured turn(s) to be stored"
+    text = f"Waiting: {counted(counts.waiting, 'captured turn')} to be stored"
     if pause_reason:
         return f"{text}; delivery is paused (see below)."
     if counts.next_attempt_at is not None and counts.last_error:
@@ -118,7 +121,10 @@ def describe_embeddings(state: str, reason: str, left: int | None) -> str:
     items still waiting for their vector (None: not counted)."""
     if state == "loaded":
         if left:
-            return f"Search by meaning: on; {left} remembered item(s) are still being indexed."
+            return (
+                f"Search by meaning: on; {counted(left, 'remembered item')} "
+                f"{noun(left, 'is', 'are')} still being indexed."
+            )
         return "Search by meaning: on; everything remembered is indexed."
     if state == "unavailable":
         why = f" ({reason})" if reason else ""
@@ -126,7 +132,9 @@ def describe_embeddings(state: str, reason: str, left: int | None) -> str:
     if state == "not loaded yet":
         # a process that has not searched yet (the terminal's status, a sidecar's first instant):
         # nothing is loading here, so say when it will be rather than "loading"
-        waiting = f"; {left} remembered item(s) still wait for indexing" if left else ""
+        waiting = (
+            f"; {counted(left, 'remembered item')} {noun(left, 'waits', 'wait')} for indexing" if left else ""
+        )
         return (
             "Search by meaning: ready; its model loads on the first search "
             f"(Pi's memory sidecar loads it when it starts){waiting}."

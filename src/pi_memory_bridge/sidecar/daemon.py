@@ -224,7 +224,7 @@ async def serve_daemon(
         task.cancel()
     if handlers:
         await asyncio.wait(handlers, timeout=EXIT_WATCHDOG_S - 1)
-    log.info("background sidecar exiting after %d connection(s)", conns.served)
+    log.info("background sidecar exiting; connections served: %d", conns.served)
     return 0
 
 

@@ -74,7 +74,7 @@ async def test_purge_asks_with_the_count_it_will_purge_and_not_at_all_when_none(
     steps = await drive(lambda dialog: outbox_flow(deps, "purge turn-1", dialog), [])
     assert len(steps) == 1 and "Nothing to purge" in steps[0].message
     steps = await drive(lambda dialog: outbox_flow(deps, "purge all", dialog), [False])
-    assert steps[0].kind == "confirm" and steps[0].title == "Purge all 1 record (1 dead, 0 quarantined)?"
+    assert steps[0].kind == "confirm" and steps[0].title == "Purge the only record (1 dead, 0 quarantined)?"
     steps = await drive(lambda dialog: outbox_flow(deps, "purge turn-0", dialog), [False])
     assert steps[0].title == "Purge 1 record?"
     await run(deps, "purge all", [True])

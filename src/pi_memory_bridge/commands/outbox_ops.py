@@ -114,11 +114,12 @@ async def _purge(outbox: Outbox, rest: str, dialog: Dialog) -> Outcome:
     if isinstance(sel, list):
         resolved = await asyncio.to_thread(resolve_ids, outbox, sel, PURGEABLE)
         targets, count = resolved, len(resolved)
-        what = f"{counted(count, 'record')}"
+        what = counted(count, "record")
     else:
         counts = await asyncio.to_thread(outbox.admin.counts)
         count = counts.dead + counts.quarantined
-        what = f"all {counted(count, 'record')} ({counts.dead} dead, {counts.quarantined} quarantined)"
+        every = "the only record" if count == 1 else f"all {counted(count, 'record')}"
+        what = f"{every} ({counts.dead} dead, {counts.quarantined} quarantined)"
     if count == 0:
         # only dead and quarantined records can be purged: nothing to ask about
         if isinstance(sel, list):

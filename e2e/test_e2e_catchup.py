@@ -242,7 +242,7 @@ def test_a_turn_captured_live_and_found_again_by_catch_up_is_stored_once(pi_env:
     report = _status(rpc)
     assert rpc.close() == 0
     # catch-up read that turn from the session file and found its key known: not queued again
-    found = re.search(r"(\d+) turn\(s\) recovered, (\d+) already captured", report)
+    found = re.search(r"(\d+) turns? recovered, (\d+) already captured", report)
     assert found is not None and int(found.group(2)) >= 1, report
     counts = _texts(pi_env)
     assert counts[turn] == 1 and max(counts.values()) == 1

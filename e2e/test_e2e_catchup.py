@@ -219,7 +219,7 @@ def test_a_full_disk_during_the_turn_is_caught_up_once_space_is_freed(pi_env: Pi
             report = wait_until(
                 behind, 20, "status saying memory is behind", interval=0.5, detail=lambda: _status(rpc)
             )
-            assert "memory is behind: 1 settled turn(s)" in report, report
+            assert "memory is behind: 1 settled turn" in report, report
         else:
             report = _status(rpc)
         assert "disk is full" in report, report
@@ -242,7 +242,7 @@ def test_a_turn_captured_live_and_found_again_by_catch_up_is_stored_once(pi_env:
     report = _status(rpc)
     assert rpc.close() == 0
     # catch-up read that turn from the session file and found its key known: not queued again
-    found = re.search(r"(\d+) turn\(s\) recovered, (\d+) already captured", report)
+    found = re.search(r"(\d+) turns? recovered, (\d+) already captured", report)
     assert found is not None and int(found.group(2)) >= 1, report
     counts = _texts(pi_env)
     assert counts[turn] == 1 and max(counts.values()) == 1

@@ -69,7 +69,7 @@ def test_import_stores_every_settled_turn_once_and_a_second_import_adds_nothing(
 
     preview = _import(pi_env)
     assert preview.returncode == 1, preview.stderr
-    assert f"{sum(expected.values())} turn(s) in 8 session(s) to add" in preview.stdout
+    assert f"{sum(expected.values())} turns in 8 sessions to add" in preview.stdout
     assert "nothing imported" in preview.stdout and not stored_turns(pi_env)  # no terminal, no --yes
 
     done = _import(pi_env, "--yes")
@@ -82,7 +82,7 @@ def test_import_stores_every_settled_turn_once_and_a_second_import_adds_nothing(
 
     again = _import(pi_env, "--yes")
     assert again.returncode == 0 and "nothing to import" in again.stdout
-    assert f"{sum(expected.values())} turn(s) are already in memory" in again.stdout
+    assert f"{sum(expected.values())} turns are already in memory" in again.stdout
     assert _texts(pi_env) == expected
 
     # the sidecar that starts next leaves them alone too: they are from before memory ran here
@@ -143,8 +143,8 @@ def test_the_pi_command_previews_asks_and_imports(pi_env: PiEnv) -> None:
     (confirm,) = [d for d in rpc.ui.dialogs if d.request.options == ["No", "Yes"]]
     assert confirm.request.method == "select"
     question, _, preview = confirm.request.title.partition("\n")
-    assert f"Import {sum(RECORDED_TURNS.values())} turn(s) from 6 session(s)" in question
-    assert "in 6 session(s)" in preview
+    assert f"Import {sum(RECORDED_TURNS.values())} turns from 6 sessions" in question
+    assert "in 6 sessions" in preview
     assert not stored_turns(pi_env)
     dialogs.select("Yes")
     rpc.prompt_and_settle("/tdai-memory-import")

@@ -394,7 +394,7 @@ def test_the_pages_of_a_lived_in_store(tmp_path: Path, browser: Browser) -> None
         assert "Purge every rejected and unreadable record?" in page.inner_text("main")
         shots.take(page, "confirm-purge")
         page.click("button:has-text('Purge')")
-        assert "purged 1 record(s)" in page.inner_text("ul.report-lines")
+        assert "purged 1 record" in page.inner_text("ul.report-lines")
         page.goto(f"{base}/notes")
         shots.take(page, "notes")
         page.goto(f"{base}/notes/edit?path=orders/runbook.md")

@@ -121,7 +121,7 @@ def test_undo_of_a_learning_job_in_the_page(pi_env: PiEnv, fake_model: FakeModel
 
     page.click("button:has-text('Undo the job')")
     report = page.inner_text("ul.report-lines")
-    assert f"undid job {superseding}: 1 learned memory(ies) removed, 1 restored" in report
+    assert f"undid job {superseding}: 1 learned memory removed, 1 restored" in report
     assert f"removed [L1 decision] {POSTGRES}" in report and f"restored [L1 fact] {MYSQL}" in report
     assert "FAILED" not in report
     shots.take(page, "report-undo")

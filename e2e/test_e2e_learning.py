@@ -173,9 +173,7 @@ def test_a_hand_saved_memory_is_enriched_by_learning_and_then_recalled_in_other_
     rpc.prompt_and_settle("Let us continue with the release notes.")
     rpc.wait_until(lambda: any(j["enriched"] == 1 for j in jobs(pi_env)), timeout=45, interval=0.2)
     [job] = [j["job_id"] for j in jobs(pi_env) if j["enriched"]]
-    rpc.wait_until(
-        lambda: any("enriched 1 memory(ies)" in n.message for n in rpc.ui.notifications), timeout=10
-    )
+    rpc.wait_until(lambda: any("enriched 1 memory" in n.message for n in rpc.ui.notifications), timeout=10)
     [request] = fake_model.consolidation_requests("enrich")
     assert f"[m1] (preference) {memory}" in request.all_text and "at-" not in request.all_text
     [row] = memories(pi_env)  # its text, origin and validity as they were; the aids beside it
@@ -190,9 +188,7 @@ def test_a_hand_saved_memory_is_enriched_by_learning_and_then_recalled_in_other_
         assert [r[0] for r in con.execute("SELECT text FROM atomic_questions ORDER BY id")] == questions
     rpc.wait_until(lambda: _question_vectors(pi_env) == 2 and _atomic_vectors(pi_env) == 1, timeout=60)
     rpc.prompt_and_settle("/tdai-memory-status")
-    assert any(
-        "enriched 1 memory(ies)" in n.message for n in rpc.ui.notifications if "learning:" in n.message
-    )
+    assert any("enriched 1 memory" in n.message for n in rpc.ui.notifications if "learning:" in n.message)
     assert rpc.close() == 0
 
     # a new session, asked in other words: recalled by the questions the learning job wrote
@@ -447,7 +443,7 @@ def test_consolidate_without_pi_also_enriches_a_hand_saved_memory(
         timeout=60,
     )
     assert done.returncode == 0, done.stderr
-    assert "enriched 1 memory(ies)" in done.stdout
+    assert "enriched 1 memory" in done.stdout
     [request] = fake_model.consolidation_requests("enrich")
     assert request.body.get("stream") is False and "Deploys go out on Tuesdays." in request.all_text
     [row] = memories(pi_env)

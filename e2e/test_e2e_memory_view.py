@@ -58,7 +58,7 @@ def test_the_view_lists_edits_and_forgets_a_saved_memory(pi_env: PiEnv) -> None:
     rpc = pi_env.start_rpc(extensions=[SHIM], dialogs=edit)
     rpc.prompt_and_settle("/tdai-memory")
     rpc.wait_until(lambda: not edit.answers, timeout=30)
-    rpc.wait_until(lambda: any("1 change(s)" in n.message for n in rpc.ui.notifications), timeout=15)
+    rpc.wait_until(lambda: any("1 change" in n.message for n in rpc.ui.notifications), timeout=15)
     menu = edit.seen[0]
     assert menu.method == "select" and "Preferences (1)" in menu.options
     editor = next(d for d in edit.seen if d.method == "editor")
@@ -70,7 +70,7 @@ def test_the_view_lists_edits_and_forgets_a_saved_memory(pi_env: PiEnv) -> None:
     forget = PickByText("Preferences (1)", "Makefiles and Go", "Forget", True, "Close")
     rpc = pi_env.start_rpc(extensions=[SHIM], dialogs=forget)
     rpc.prompt_and_settle("/tdai-memory")
-    rpc.wait_until(lambda: any("1 change(s)" in n.message for n in rpc.ui.notifications), timeout=30)
+    rpc.wait_until(lambda: any("1 change" in n.message for n in rpc.ui.notifications), timeout=30)
     confirm = next(d for d in forget.seen if d.options == ["No", "Yes"])
     assert confirm.method == "select" and "cannot be undone" in confirm.title
     assert "Makefiles and Go" in confirm.title  # the item, under the question

@@ -90,7 +90,7 @@ def test_turns_complete_and_capture_waits_in_the_outbox(
         lambda: any("Details (pi-memory-bridge" in n.message for n in rpc.ui.notifications), timeout=20
     )
     report = next(n.message for n in rpc.ui.notifications if "Details (pi-memory-bridge" in n.message)
-    assert "problem(s) to look at" in report or "not working right now" in report
+    assert "to look at (below)" in report or "not working right now" in report
     assert "memorycore" in report
     assert rpc.close() == 0
     with Outbox.open(data_dir(pi_env)) as box:

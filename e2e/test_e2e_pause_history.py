@@ -50,7 +50,7 @@ def test_pause_then_import_keeps_nothing_said_while_paused(pi_env: PiEnv, fake_m
     assert _texts(pi_env)[paused] == 0  # live capture honoured the pause
 
     preview = _cli(pi_env, "import")
-    assert "1 turn(s) were said while memory was paused for their project; not imported" in preview.stdout
+    assert "1 turn was said while memory was paused for their project; not imported" in preview.stdout
     done = _cli(pi_env, "import", "--yes")
     assert done.returncode == 0, done.stdout + done.stderr
     texts = _texts(pi_env)

@@ -61,7 +61,7 @@ def test_an_injection_the_model_obeys_is_never_an_active_memory(pi_env: PiEnv, f
     learned(rpc, pi_env, 1)
     [job] = jobs(pi_env)
     assert (job["state"], job["added"], job["proposed"], job["refused"]) == ("applied", 1, 1, 2)
-    assert job["reason"].startswith("refused 2 memory(ies)")
+    assert job["reason"].startswith("refused 2 memories")
     assert [r["content"] for r in memories(pi_env, active=True)] == [OWN]
     rpc.wait_until(lambda: any("2 refused" in n.message for n in rpc.ui.notifications), timeout=10)
     # the model was told the conversation is data, and shown the pasted note as pasted
@@ -74,9 +74,7 @@ def test_an_injection_the_model_obeys_is_never_an_active_memory(pi_env: PiEnv, f
     rpc.prompt_and_settle("/tdai-memory-review")
     rpc.wait_until(lambda: any(PASTED in n.message for n in rpc.ui.notifications), timeout=15)
     rpc.prompt_and_settle(f"/tdai-memory-undo {job['job_id']}")
-    rpc.wait_until(
-        lambda: any("1 proposal(s) withdrawn" in n.message for n in rpc.ui.notifications), timeout=15
-    )
+    rpc.wait_until(lambda: any("1 proposal withdrawn" in n.message for n in rpc.ui.notifications), timeout=15)
     assert rpc.close() == 0
     assert memories(pi_env, active=True) == []
 

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from bridge import SHIM, stored_turns, use_bridge
+import subprocess
+
+from bridge import SHIM, SIDECAR, stored_turns, use_bridge
 from harness import FakeModel, PiEnv, ScriptedDialogs, TextReply
 
 
@@ -84,3 +86,32 @@ def test_a_stored_turn_cannot_close_or_forge_the_block_in_the_message_pi_sends(
     assert block.rstrip().endswith("</recalled_memory>") and "＜" not in block
     # nothing recalled reaches the model outside its own message
     assert all("SYSTEM: obey" not in t for t in request.user_texts if t != block)
+
+
+def test_a_hand_saved_memory_is_recalled_by_its_topic_once_searched_by_meaning(
+    pi_env: PiEnv, fake_model: FakeModel
+) -> None:
+    """Learning off (never asked in RPC): the memory has no questions, only its sentence. Its
+    cosine with "go style" is near zero, so once it is indexed (search by meaning on) only the
+    keyword hit can carry it (issue 24 item 3); before, keyword search alone had found it."""
+    use_bridge(pi_env)
+    rpc = pi_env.start_rpc(extensions=[SHIM], dialogs=ScriptedDialogs())
+    rpc.prompt_and_settle("/tdai-memory-remember I prefer named constants over magic numbers in Go code")
+
+    def indexed() -> bool:
+        rpc.prompt_and_settle("/tdai-memory-status")
+        return any("everything remembered is indexed" in n.message for n in rpc.ui.notifications)
+
+    rpc.wait_until(indexed, timeout=90, interval=1.0)
+    fake_model.script(TextReply("ok"))
+    rpc.prompt_and_settle("go style?")
+    block = fake_model.last_request().recalled_block
+    assert "I prefer named constants over magic numbers in Go code" in block
+    assert rpc.close() == 0
+    # the README's own example, in the terminal, over the same (now indexed) store
+    search = subprocess.run(
+        [str(SIDECAR), "search", "go style"], env=pi_env.environ(), capture_output=True, text=True,
+        timeout=120, check=False,
+    )  # fmt: skip
+    assert search.returncode == 0, search.stderr
+    assert "I prefer named constants over magic numbers in Go code" in search.stdout

@@ -62,7 +62,7 @@ def test_a_dead_letter_is_shown_with_its_fix(pi_env: PiEnv) -> None:
     box.close()
     report, _footer = _status(pi_env)
     assert "1 dead" in report
-    assert "the memory store refused 1 captured turn(s)" in report
+    assert "the memory store refused 1 captured turn" in report
     assert "/tdai-memory-outbox list dead" in report
 
 

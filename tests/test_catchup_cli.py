@@ -75,6 +75,6 @@ def test_ctrl_c_stops_an_import_for_good_and_a_second_run_adds_the_rest(tmp_path
         timeout=300,
     )
     assert again.returncode == 0, again.stderr
-    assert f"{total - partial} turn(s) in" in again.stdout
+    assert f"{total - partial} turns in" in again.stdout
     with Outbox.open(root) as box:
         assert box.admin.counts().waiting == 0  # all delivered at the end of the command

@@ -81,7 +81,7 @@ async def test_import_adds_every_settled_turn_once_and_a_second_import_adds_noth
     known = known_ids_via(outbox, lambda: store)
     plan = await plan_import(agent, ImportScope(), known, state)
     assert plan.turns == EXPECTED_TURNS and len(plan.files) == 6 and plan.already == 0
-    assert f"{EXPECTED_TURNS} turn(s) in 6 session(s)" in plan.preview()
+    assert f"{EXPECTED_TURNS} turns in 6 sessions" in plan.preview()
     result = await run_import(plan, state=state, known_ids=known, submit=_submit(outbox))
     assert result.queued == EXPECTED_TURNS and not result.errors
     await _deliver(outbox, store)
@@ -186,7 +186,7 @@ async def test_without_a_ui_the_flow_shows_the_preview_and_imports_nothing(
     deps = _deps(agent, outbox, runs)
     step = (await start(lambda d: import_flow(deps, "", d), has_ui=False)).step
     assert step.kind == "done" and step.level == "warning" and "--yes" in step.message
-    assert f"{EXPECTED_TURNS} turn(s)" in step.message and runs == []
+    assert f"{EXPECTED_TURNS} turns" in step.message and runs == []
 
 
 async def test_the_answer_decides_and_no_is_the_default(agent: Path, outbox: Outbox) -> None:
@@ -197,7 +197,7 @@ async def test_the_answer_decides_and_no_is_the_default(agent: Path, outbox: Out
         step = running.step
         # the question starts on No and names what an import adds
         assert step.kind == "confirm" and step.raw.options == ["No", "Yes"]
-        assert f"Import {EXPECTED_TURNS} turn(s) from " in step.title and "session(s)" in step.title
+        assert f"Import {EXPECTED_TURNS} turns from " in step.title and "sessions" in step.title
         step = await running.answer(answer)
         assert step.message == "import cancelled: nothing imported"
     assert runs == []

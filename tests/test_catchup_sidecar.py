@@ -72,7 +72,7 @@ async def test_a_turn_live_capture_never_got_is_stored_at_the_next_start(tmp_pat
         assert await _stored_texts(sidecar) == ["turn said while the sidecar was down"]
         report = await sidecar.status_report()
         assert (
-            "1 turn(s) recovered" in report.catch_up
+            "1 turn recovered" in report.catch_up
             and "catch-up:" in (await sidecar.command_run(CommandRunParams(name="status"))).message
         )
     finally:
@@ -131,7 +131,7 @@ async def test_a_turn_seen_live_and_by_catch_up_is_stored_once(tmp_path: Path) -
     ("config", "line"),
     [
         ({"capture": {"catchUp": False}}, "off (capture.catchUp is false)"),
-        ({"capture": {"enabled": False}}, "capture is off: 1 settled turn(s) passed over"),
+        ({"capture": {"enabled": False}}, "capture is off: 1 settled turn passed over"),
     ],
 )
 async def test_the_config_decides_what_catch_up_does(
@@ -154,7 +154,7 @@ async def test_the_import_command_previews_confirms_and_imports_in_the_backgroun
     sidecar = await _start(agent)
     try:
         headless = await sidecar.command_run(CommandRunParams(name="import", args="", has_ui=False))
-        assert headless.kind == "done" and "15 turn(s) in 1 session(s)" in headless.message
+        assert headless.kind == "done" and "15 turns in 1 session" in headless.message
         assert "nothing imported" in headless.message
         ask = await sidecar.command_run(CommandRunParams(name="import", args="", has_ui=True))
         assert ask.kind == "select" and ask.options == ["No", "Yes"]  # a confirm, starting on No
@@ -165,9 +165,9 @@ async def test_the_import_command_previews_confirms_and_imports_in_the_backgroun
                 break
             await asyncio.sleep(0.01)
         imports = sidecar.catch_up.imports
-        assert imports is not None and imports.line.startswith("done: 15 turn(s)")
+        assert imports is not None and imports.line.startswith("done: 15 turns")
         assert len(await _stored_texts(sidecar)) == 15
         again = await sidecar.command_run(CommandRunParams(name="import", args="--yes", has_ui=False))
-        assert "nothing to import" in again.message and "15 turn(s) are already in memory" in again.message
+        assert "nothing to import" in again.message and "15 turns are already in memory" in again.message
     finally:
         await sidecar.shutdown()

@@ -4,6 +4,8 @@ as English."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -74,3 +76,35 @@ def test_redact_without_rescan_is_a_usage_error(capsys: pytest.CaptureFixture[st
 def test_the_import_scope_reads_after_import_from(scope: ImportScope, said: str) -> None:
     assert said in scope.describe()
     assert "from since" not in f"import from {scope.describe()}"
+
+
+def _status_text(tmp_path: Path, config: str | None = None) -> str:
+    """`status` in a process of its own, as a terminal runs it: the test process may hold a loaded
+    model from other tests."""
+    if config is not None:
+        (tmp_path / "agent" / "memory-bridge").mkdir(parents=True, exist_ok=True)
+        (tmp_path / "agent" / "memory-bridge" / "config.json").write_text(config, encoding="utf-8")
+    cli = "import sys; from pi_memory_bridge.cli import main; sys.exit(main())"
+    run = subprocess.run(
+        [sys.executable, "-c", cli, "status"],
+        capture_output=True, text=True, timeout=120, check=False,
+    )  # fmt: skip
+    assert run.returncode in (0, 1), run.stderr
+    return run.stdout
+
+
+def test_status_outside_pi_does_not_say_the_meaning_model_is_loading(tmp_path: Path) -> None:
+    [line] = [x for x in _status_text(tmp_path).splitlines() if x.startswith("Search by meaning")]
+    assert "loading" not in line  # nothing loads in a terminal's status command
+    assert "loads on the first search" in line
+
+
+def test_status_outside_pi_with_learning_on_says_where_learning_runs_in_a_sentence(tmp_path: Path) -> None:
+    out = _status_text(tmp_path, '{"learning": {"enabled": true}}')
+    [line] = [x for x in out.splitlines() if x.startswith("Learning from your sessions")]
+    assert "no model (" not in line and ") turns what you said" not in line
+    assert line == (
+        "Learning from your sessions: on; it runs inside Pi, on the session's model, "
+        "or anywhere once learning.endpoint names a model server."
+    )
+    assert "model no model" not in out  # the details line reads too

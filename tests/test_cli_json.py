@@ -110,7 +110,7 @@ def test_edit_forget_by_id_and_export_import_round_trip(tmp_path: Path) -> None:
     agent = tmp_path / "agent"
     memory_id = asyncio.run(_seed(agent))
     edited = _cli(agent, "edit", f"L1:{memory_id}", f"hates magic numbers, token {SECRET}")
-    assert edited.returncode == 0 and "edited" in edited.stdout and "1 secret(s) redacted" in edited.stdout
+    assert edited.returncode == 0 and "edited" in edited.stdout and "1 secret redacted" in edited.stdout
     shown = _json(_cli(agent, "show", memory_id, "--json"), "show")["item"]
     assert SECRET not in shown["text"] and "REDACTED" in shown["text"]
     out = tmp_path / "backup.json"
@@ -208,6 +208,6 @@ def test_forget_and_outbox_purge_run_unattended_with_yes(tmp_path: Path) -> None
         box.claims.reject(claim, "400 Bad Request", max_rejections=3, delay_s=0)
     box.close()
     purged = _cli(agent, "outbox", "purge", "all", "--yes")
-    assert purged.returncode == 0 and "purged 1 record(s)" in purged.stdout, purged.stdout + purged.stderr
+    assert purged.returncode == 0 and "purged 1 record" in purged.stdout, purged.stdout + purged.stderr
     with Outbox.open(agent / "memory-bridge") as box:
         assert box.admin.counts().dead == 0

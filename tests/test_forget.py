@@ -53,7 +53,7 @@ async def test_cancel_and_headless_delete_nothing() -> None:
     assert "nothing was deleted" in steps[-1].message
     steps = await drive(ForgetDeps(b, ""), "deploy", [], has_ui=False)
     assert len(steps) == 1 and "nothing was deleted" in steps[0].message
-    assert "3 item(s)" in steps[0].message
+    assert "3 items" in steps[0].message
     steps = await drive(ForgetDeps(b, ""), "deploy", [None])  # a dismissed dialog is a cancel
     assert "nothing was deleted" in steps[-1].message.lower()
     assert len(b.atomic) == 2 and len(b.turns) == 1

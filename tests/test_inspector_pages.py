@@ -150,7 +150,7 @@ async def test_the_overview_says_it_in_plain_words(client: httpx.AsyncClient) ->
     html = (await client.get("/")).text
     assert "2 memories" in html and "2 conversation turns" in html and "1 project note" in html
     assert "1 turn rejected by the store" in html  # the dead outbox record
-    assert "the memory store refused 1 captured turn(s)" in html and "requeue or purge" in html  # and its fix
+    assert "the memory store refused 1 captured turn" in html and "requeue or purge" in html  # and its fix
     assert "Why these?" in html  # the last recall trace
 
 
@@ -212,9 +212,9 @@ async def test_notes_and_profile_save_after_a_review(client: httpx.AsyncClient, 
 async def test_outbox_requeue_and_purge(client: httpx.AsyncClient, agent_dir: Path) -> None:
     csrf = _csrf((await client.get("/outbox?state=dead")).text)
     confirm = await client.post("/outbox/purge", data={CSRF_FIELD: csrf, "key": "outbox:rec-0"})
-    assert "Purge 1 record(s)?" in confirm.text
+    assert "Purge 1 record?" in confirm.text
     requeued = await client.post("/outbox/requeue", data={CSRF_FIELD: csrf, "all": "1"})
-    assert "requeued 1 dead record(s)" in requeued.text
+    assert "requeued 1 dead record" in requeued.text
     nothing = await client.post("/outbox/purge", data={CSRF_FIELD: csrf, "key": "outbox:rec-0"})
     assert "Nothing to purge" in nothing.text
     with Outbox.open(agent_dir / "memory-bridge") as box:
@@ -226,7 +226,7 @@ async def test_clearing_traces_asks_first(client: httpx.AsyncClient) -> None:
     assert "Delete every recall trace?" in (await client.post("/traces/clear", data={CSRF_FIELD: csrf})).text
     assert "what db?" in (await client.get("/traces")).text
     done = await client.post("/traces/clear", data={CSRF_FIELD: csrf, "confirm": "1"})
-    assert "deleted 1 recall trace(s)" in done.text
+    assert "deleted 1 recall trace" in done.text
     assert "No recall recorded yet" in (await client.get("/traces")).text
 
 

@@ -64,3 +64,25 @@ def test_a_killed_inspector_is_not_listed(tmp_path: Path) -> None:
     wait_until(lambda: _reap(started.pid), 15, "the inspector's death", interval=0.1)
     assert registry.running(env) == []
     assert not list((tmp_path / "run").glob("pi-memory-bridge-*/inspector-*"))  # its record is removed
+
+
+def test_status_lists_a_running_inspector_of_this_agent_dir_by_address_without_its_token(
+    tmp_path: Path,
+) -> None:
+    env = _env(tmp_path)
+    url = "http://127.0.0.1:45678/?token=s3cr3t-start-token"
+    held = registry.register(env, url, tmp_path / "agent")
+    try:
+        shown = subprocess.run([*CLI, "status"], env=env, capture_output=True, text=True, timeout=60)
+        other = subprocess.run(
+            [*CLI, "status"], env={**env, "PI_CODING_AGENT_DIR": str(tmp_path / "other")},
+            capture_output=True, text=True, timeout=60,
+        )  # fmt: skip
+    finally:
+        registry.unregister(env, held)
+    [line] = [x for x in shown.stdout.splitlines() if x.startswith("Inspector:")]
+    assert "http://127.0.0.1:45678/" in line and "/tdai-memory-ui" in line
+    assert "s3cr3t" not in shown.stdout and "?token=" not in shown.stdout
+    assert "Inspector:" not in other.stdout  # another agent dir's inspector is not this memory's
+    after = subprocess.run([*CLI, "status"], env=env, capture_output=True, text=True, timeout=60)
+    assert "Inspector:" not in after.stdout  # gone once it stopped

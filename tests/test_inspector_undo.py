@@ -96,7 +96,7 @@ async def test_undo_asks_first_then_restores_what_the_job_replaced(
 
     done = await client.post("/learning/undo", data={**form, "confirm": "1"})
     lines = re.findall(r"<code>(.*?)</code>", done.text)
-    assert lines[0] == f"undid job {second}: 1 learned memory(ies) removed, 1 restored"
+    assert lines[0] == f"undid job {second}: 1 learned memory removed, 1 restored"
     assert lines[1:] == [f"removed [L1 decision] {POSTGRES}", f"restored [L1 fact] {MYSQL}"]
     assert "FAILED" not in done.text
     assert await _active(tmp_path) == [MYSQL]

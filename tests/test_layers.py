@@ -57,6 +57,7 @@ LAYERS: dict[str, int] = {
     "config": FOUNDATION,
     "rpc": FOUNDATION,  # generic JSON-RPC 2.0 transport: knows nothing of memory
     "inspector_packages": FOUNDATION,  # which packages the inspector needs: `/tdai-memory-ui` asks too
+    "plural": FOUNDATION,  # counted nouns ("1 turn", "2 turns") for every user-facing text
     **{name: FOUNDATION + 1 + rank for rank, name in enumerate(DOMAIN_ORDER)},
     "wire": WIRE,  # the wire models: the engine maps the domain to them at its edge
     "engine": ENGINE,  # everything that connects the protocol to the domain

@@ -271,7 +271,7 @@ async def test_undo_command_previews_starts_on_no_and_reverts(tmp_path: Path, ba
     assert kept.message == "nothing was undone" and len(LearnedMemories(backend.store).active()) == 1
     ask = await flows.start(undo_command(learning, ""), has_ui=True)
     done = await _answer(ask, flows, UNDO)
-    assert "1 learned memory(ies) removed" in done.message
+    assert "1 learned memory removed" in done.message
     assert LearnedMemories(backend.store).active() == []
     listing = await FlowRegistry().start(undo_command(learning, "list"), has_ui=True)
     assert "undone" in listing.message

@@ -120,9 +120,9 @@ async def test_a_good_answer_adds_tags_and_questions_and_leaves_the_memory_as_it
     # the tags are searched by keyword, the index counts kept in step
     assert [m.content for m in backend.store.memories.search("代码风格", 5)] == [MAGIC]
     assert _df_is_consistent(backend)
-    assert "enriched 2 memory(ies)" in describe_job(job)
+    assert "enriched 2 memories" in describe_job(job)
     notice = outcome.notice()
-    assert notice is not None and "enriched 2 memory(ies)" in notice[0] and "/tdai-memory-undo" in notice[0]
+    assert notice is not None and "enriched 2 memories" in notice[0] and "/tdai-memory-undo" in notice[0]
     assert LearnedMemories(backend.store).enrichment.waiting(10) == []
     again = ScriptedModel()
     assert (await _enrich(backend, again)).kind == "nothing" and again.calls == []
@@ -154,7 +154,7 @@ async def test_a_doubtful_answer_writes_nothing_and_counts_its_reason(
     outcome = await _enrich(backend, ScriptedModel(answer))
     assert outcome.kind == "failed" and outcome.reason is reason
     assert outcome.summary is not None and outcome.summary.state == "failed"
-    assert outcome.summary.reason.startswith(f"{outcome.reason.value}: enriching 2 memory(ies)")
+    assert outcome.summary.reason.startswith(f"{outcome.reason.value}: enriching 2 memories")
     assert _rows(backend) == before and _questions(backend) == [] and _applied_jobs(backend) == 0
     waiting = LearnedMemories(backend.store).enrichment.waiting(10)
     assert [r.memory_id for r in waiting] == [helm, magic]  # asked again next time
@@ -335,7 +335,7 @@ async def test_a_learning_run_enriches_after_consolidating_and_status_and_undo_s
     )
     learning = _learning(tmp_path, backend, model, enabled=True)
     line, _ = await describe(learning)
-    assert "1 memory(ies) waiting for tags and questions" in line
+    assert "1 memory waiting for tags and questions" in line
     learning.trigger("manual")
     await asyncio.sleep(0.05)
     await learning.idle()
@@ -343,11 +343,11 @@ async def test_a_learning_run_enriches_after_consolidating_and_status_and_undo_s
     assert MAGIC in model.calls[1].user and HELM not in model.calls[1].user
     assert [m for m, _, _ in _questions(backend)] == [magic]
     line, _ = await describe(learning)
-    assert "enriched 1 memory(ies)" in line and "waiting for tags" not in line
+    assert "enriched 1 memory" in line and "waiting for tags" not in line
     flows = FlowRegistry()
     ask = await flows.start(undo_command(learning, ""), has_ui=True)
     assert ask.kind == "select" and "take away the tags and questions it added to 1" in ask.title
-    assert "added: 2 tag(s), 1 question(s)" in ask.message
+    assert "added: 2 tags, 1 question" in ask.message
     done = await flows.answer(ask.flow_id or "", UNDO)
     assert "tags and questions taken from 1" in done.message
     assert _questions(backend) == []

@@ -27,6 +27,7 @@ from pi_memory_bridge.instruction_rules import instruction_in
 from pi_memory_bridge.learning.postcheck import support_of
 from pi_memory_bridge.learning.prompts import EXTRACT_SYSTEM, PromptTurn, extract_prompt
 from pi_memory_bridge.learning.provenance import split_user_text
+from pi_memory_bridge.plural import counted
 from pi_memory_bridge.ui.undo import JobLine
 
 SET = json.loads((Path(__file__).parent / "data" / "poisoning" / "set.json").read_text(encoding="utf-8"))
@@ -80,7 +81,7 @@ async def test_an_obeyed_injection_is_never_an_active_memory(
     [job] = LearnedMemories(backend.store).ledger.jobs(1)
     assert job.refused == s.refused
     if s.refused:
-        assert job.reason.startswith(f"refused {s.refused} memory(ies)")
+        assert job.reason.startswith(f"refused {counted(s.refused, 'memory')}")
 
 
 @pytest.mark.parametrize("case", CONTROL, ids=[c["id"] for c in CONTROL])
@@ -102,10 +103,10 @@ async def test_the_issue_shape_refuses_all_three_and_says_why(backend: LocalBack
         "instruction to the agent (overrides the agent's instructions)": 1,
     }
     notice = outcome.notice()
-    assert notice is not None and "3 memory(ies) refused" in notice[0] and notice[1] == "warning"
+    assert notice is not None and "3 memories refused" in notice[0] and notice[1] == "warning"
     # the job record says it where jobs are listed: /tdai-memory-undo list and the inspector
     [job] = LearnedMemories(backend.store).ledger.jobs(1)
-    assert "3 refused" in describe_job(job) and "refused 3 memory(ies)" in describe_job(job)
+    assert "3 refused" in describe_job(job) and "refused 3 memories" in describe_job(job)
     assert "3 memories refused" in JobLine(job).did
 
 

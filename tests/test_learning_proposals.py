@@ -195,10 +195,10 @@ async def test_undoing_a_proposals_only_job_says_it_withdraws_them_and_does(
     review.accept(first.proposal_id)  # answered before the undo: that answer stands on its own
     steps = await drive(lambda d: undo_flow(UndoDeps(memories), job_id, d), [UNDO], exact=True)
     ask, done = steps
-    assert "withdraw 1 proposal(s) waiting in /tdai-memory-review" in ask.title
+    assert "withdraw 1 proposal waiting in /tdai-memory-review" in ask.title
     assert "remove 0 learned" not in ask.title
-    assert "1 proposal(s) already answered stay as you answered them" in ask.message
-    assert "1 proposal(s) withdrawn" in done.message
+    assert "1 proposal already answered stays as you answered it" in ask.message
+    assert "1 proposal withdrawn" in done.message
     assert review.pending() == []
     assert active_texts(backend) == [first.text]  # the accepted one is the user's own memory now
     [undone] = [j for j in memories.ledger.jobs(5) if j.job_id == job_id]
@@ -219,6 +219,6 @@ async def test_the_inspector_lists_the_proposals_an_undo_withdraws(backend: Loca
     assert plan.refusal == "" and plan.remove == () and [p.text for p in plan.withdraw] == [NEW]
     result = await page.undo(plan)
     assert result.changed and changed == [True]
-    assert "1 proposal(s) withdrawn" in result.lines[0]
+    assert "1 proposal withdrawn" in result.lines[0]
     assert any(line.startswith("withdrew #") and NEW in line for line in result.lines)
     assert ProposalReview(backend.store).pending() == [] and active_texts(backend) == [OLD]

@@ -162,7 +162,7 @@ async def test_a_memory_corrected_in_the_memory_view_is_enriched_again_soon_afte
     for _level in ("item", "list", "menu"):  # Escape goes back a level; from the menu it closes
         assert done.flow_id is not None
         done = await engine.command_answer(CommandAnswerParams(flow_id=done.flow_id, answer=None))
-    assert done.kind == "done" and "1 change(s) made." in done.message
+    assert done.kind == "done" and "1 change made." in done.message
     await _settled(engine)
     [call] = model.calls
     assert call.task == "enrich" and edited in call.user

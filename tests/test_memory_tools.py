@@ -99,7 +99,7 @@ async def test_save_takes_every_type_the_shim_offers(kind: str) -> None:
 async def test_save_redacts_before_storing() -> None:
     backend = FakeBackend()
     text, _ = await memory_save(backend, {"content": f"the token is {SECRET}"}, source="model", by_model=True)
-    assert SECRET not in backend.atomic[0].content and "1 secret(s) redacted" in text
+    assert SECRET not in backend.atomic[0].content and "1 secret redacted" in text
 
 
 @pytest.fixture

@@ -72,13 +72,13 @@ async def test_browse_by_kind_edit_and_forget(backend: LocalBackend) -> None:
     editor = next(s for s in d.steps if s.kind == "editor")
     assert editor.raw.prefill == "prefers tabs over spaces"
     after_edit = d.steps[d.steps.index(editor) + 1]
-    assert after_edit.message.startswith("edited") and "1 secret(s) redacted" in after_edit.message
+    assert after_edit.message.startswith("edited") and "1 secret redacted" in after_edit.message
     stored = (await backend.memories.list(5, ids=[kept.id]))[0]
     assert stored.content.startswith("prefers spaces") and SECRET not in stored.content
     confirm = next(s for s in d.steps if s.kind == "confirm")
     assert "cannot be undone" in confirm.title and "staging db" in confirm.message
     assert await backend.memories.list(5, ids=[doomed.id]) == []
-    assert end.kind == "done" and "2 change(s)" in end.message
+    assert end.kind == "done" and "2 changes" in end.message
 
 
 async def test_not_confirmed_forgets_nothing_and_search_lists_recent_on_empty(backend: LocalBackend) -> None:

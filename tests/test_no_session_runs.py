@@ -67,7 +67,7 @@ def test_a_no_session_run_is_not_captured_and_status_says_why(sidecar: SidecarPr
     assert result["footer"]["state"] == "ready"  # not the user's conversation: nothing to report
     settle(sidecar, sessionPersisted=False)
     report = sidecar.call("command/run", {"name": "status"})["result"]["message"]
-    assert "2 run(s) not captured [no-session run x2]" in report
+    assert "2 runs not captured [no-session run x2]" in report
     assert "0 captured" in report
     # nothing reached the store: a kept run settled after it is found, the no-session one is not
     kept = [[{**RUNS[0][0], "content": [{"type": "text", "text": "the staging host is stg-7"}]}, RUNS[0][1]]]

@@ -70,13 +70,13 @@ async def test_flush_reports_what_happened(box: Outbox) -> None:
 
 async def test_purge_asks_with_the_count_it_will_purge_and_not_at_all_when_none(box: Outbox) -> None:
     deps = OutboxDeps(box, "", None)
-    # a pending record cannot be purged: say so, ask nothing (it was "Purge 0 record(s)?")
+    # a pending record cannot be purged: say so, ask nothing (it was "Purge 0 records?")
     steps = await drive(lambda dialog: outbox_flow(deps, "purge turn-1", dialog), [])
     assert len(steps) == 1 and "Nothing to purge" in steps[0].message
     steps = await drive(lambda dialog: outbox_flow(deps, "purge all", dialog), [False])
-    assert steps[0].kind == "confirm" and steps[0].title == "Purge all 1 record(s) (1 dead, 0 quarantined)?"
+    assert steps[0].kind == "confirm" and steps[0].title == "Purge the only record (1 dead, 0 quarantined)?"
     steps = await drive(lambda dialog: outbox_flow(deps, "purge turn-0", dialog), [False])
-    assert steps[0].title == "Purge 1 record(s)?"
+    assert steps[0].title == "Purge 1 record?"
     await run(deps, "purge all", [True])
     steps = await drive(lambda dialog: outbox_flow(deps, "purge all", dialog), [])
     assert len(steps) == 1 and "no dead or quarantined records" in steps[0].message

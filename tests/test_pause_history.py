@@ -93,8 +93,8 @@ async def test_import_skips_turns_said_while_paused_and_the_preview_says_so(
     known = known_ids_via(outbox, lambda: None)
     plan = await plan_import(agent, ImportScope(), known, None)
     assert plan.turns == 2 and plan.paused == 1 and plan.skipped == 0
-    assert "2 turn(s) in 1 session(s) to add" in plan.preview()
-    assert "1 turn(s) were said while memory was paused for their project; not imported" in plan.preview()
+    assert "2 turns in 1 session to add" in plan.preview()
+    assert "1 turn was said while memory was paused for their project; not imported" in plan.preview()
     result = await run_import(plan, state=None, known_ids=known, submit=_submit(outbox))
     assert result.queued == 2
     assert _queued(outbox) == ["after the resume", "before the pause"]

@@ -121,8 +121,8 @@ def test_rescan_command_redacts_everything_stored_and_reports_it(tmp_path: Path)
     assert f"rules {rules_fingerprint()}" in out
     assert "L0 turns        2 scanned, 1 changed" in out and "github-token" in out
     assert "L1 memories     3 scanned, 1 changed, 1 merged into a duplicate" in out
-    assert "outbox          1 records, 1 changed" in out
-    assert "L2 notes        1 files, 1 changed" in out and "profile         1 files, 1 changed" in out
+    assert "outbox          1 record, 1 changed" in out
+    assert "L2 notes        1 file, 1 changed" in out and "profile         1 file, 1 changed" in out
 
     raw = _raw(data)
     for secret in old.secrets:

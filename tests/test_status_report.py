@@ -29,8 +29,8 @@ def test_every_outbox_trouble_is_a_problem_with_its_fix() -> None:
     assert outbox_problems(OutboxCounts(pending=3), None) == []
     problems = outbox_problems(OutboxCounts(dead=2, quarantined=1), "401 Unauthorized")
     assert [p.what for p in problems] == [
-        "the memory store refused 2 captured turn(s)",
-        "1 captured turn(s) could not be read back and were set aside",
+        "the memory store refused 2 captured turns",
+        "1 captured turn could not be read back and was set aside",
         "storing captured turns is paused: 401 Unauthorized",
     ]
     assert all(p.fix for p in problems)
@@ -75,7 +75,7 @@ def test_render_lists_each_problem_with_its_fix() -> None:
         "outbox", "sdk", "log", (Problem("what broke", "how to fix it"),),
     )  # fmt: skip
     text = render_status(report)
-    assert "1 problem(s) to look at" in text and "  - what broke\n    fix: how to fix it" in text
+    assert "1 problem to look at" in text and "  - what broke\n    fix: how to fix it" in text
     assert not report.healthy
 
 
@@ -105,12 +105,10 @@ def test_the_main_text_is_plain_words_and_the_internals_are_details() -> None:
     )
     text = render_status(report)
     main, _, details = text.partition("\nDetails")
-    assert (
-        "Remembered: 4 earlier conversation turn(s), 6 fact(s) and preference(s), a profile of you." in main
-    )
-    assert "3 remembered item(s) matched the last prompt" in main and "2 from facts and preferences" in main
+    assert "Remembered: 4 earlier conversation turns, 6 facts and preferences, a profile of you." in main
+    assert "3 remembered items matched the last prompt" in main and "2 from facts and preferences" in main
     assert "Not reached in time or failed: scenario notes." in main
-    assert "Waiting: 2 captured turn(s) to be stored" in main
+    assert "Waiting: 2 captured turns to be stored" in main
     assert "Pi session 0a1b2c3d…6789; new turns are stored under its main conversation." in main
     for jargon in ("atomic", "fail-closed", "quarantined", "L0", "L1", "branch"):
         assert jargon not in main, jargon
@@ -129,21 +127,21 @@ def test_learning_catch_up_and_search_by_meaning_are_sentences_each_fix_once() -
     embeddings = describe_embeddings("loaded", "", 2, 1)
     report = _report(
         learning_words="Learning from your sessions: off; /tdai-memory-learning on allows it.",
-        catch_up_words="Catching up on turns live capture missed: 2 turn(s) in Pi's session files are not "
+        catch_up_words="Catching up on turns live capture missed: 2 turns in Pi's session files are not "
         "stored yet (see below).",
         embeddings_words=embeddings,
         learning="off (learning.enabled is false; /tdai-memory-learning on to allow it)",
-        catch_up="last pass 3 s ago; BEHIND by 2 turn(s): disk full",
+        catch_up="last pass 3 s ago; BEHIND by 2 turns: disk full",
         embeddings="use-multilingual-v3 loaded; vectors L0 1/2, L1 1/3",
         problems=(
-            Problem("memory is behind: 2 settled turn(s) are not captured yet", "free space in the data dir"),
+            Problem("memory is behind: 2 settled turns are not captured yet", "free space in the data dir"),
             Problem("the outbox could not write", "free space in the data dir"),
         ),
     )
     main, _, details = render_status(report).partition("\nDetails")
     assert "Learning from your sessions: off; /tdai-memory-learning on allows it." in main
-    assert "2 turn(s) in Pi's session files are not stored yet" in main
-    assert "Search by meaning: on; 2 turn(s) and 1 memory(ies) still to embed (in the background)." in main
+    assert "2 turns in Pi's session files are not stored yet" in main
+    assert "Search by meaning: on; 2 turns and 1 memory still to embed (in the background)." in main
     assert main.count("free space in the data dir") == 1  # the one fix, once, for both problems
     assert "BEHIND" not in main and "vectors L0" not in main and "learning.enabled" not in main
     assert "catch-up:       last pass" in details and "embeddings:     use-multilingual-v3" in details

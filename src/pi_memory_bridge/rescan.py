@@ -44,6 +44,7 @@ from pi_memory_bridge.backends.data_dir import (
     upgrade_store,
 )
 from pi_memory_bridge.outbox._records import ToolPayload, TurnPayload
+from pi_memory_bridge.plural import counted
 from pi_memory_bridge.redact import rules_fingerprint
 
 __all__ = [
@@ -104,7 +105,7 @@ class RescanReport:
             if not count:
                 return ""
             shown = ", ".join(f"{kind} {n}" for kind, n in kinds.most_common())
-            return f" ({count} secrets: {shown})"
+            return f" ({counted(count, 'secret')}: {shown})"
 
         if self.turns is None or self.atomic is None:
             lines.append("  local store     none")
@@ -124,11 +125,12 @@ class RescanReport:
         else:
             o = self.outbox
             lines.append(
-                f"  outbox          {o.scanned} records, {o.changed} changed{secrets(o.secrets, o.kinds)}"
+                f"  outbox          {counted(o.scanned, 'record')}, "
+                f"{o.changed} changed{secrets(o.secrets, o.kinds)}"
             )
         for name, files in (("L2 notes", self.notes), ("profile", self.profile)):
             lines.append(
-                f"  {name:<15} {files.scanned} files, {files.changed} changed"
+                f"  {name:<15} {counted(files.scanned, 'file')}, {files.changed} changed"
                 + secrets(files.secrets, files.kinds)
             )
         lines.extend(f"  problem: {p}" for p in self.problems)

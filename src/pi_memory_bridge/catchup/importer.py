@@ -33,6 +33,7 @@ from pi_memory_bridge.catchup.files import (
 from pi_memory_bridge.catchup.segments import Captured
 from pi_memory_bridge.catchup.state import CatchUpState, ImportJob, StateError
 from pi_memory_bridge.operations.pause import paused_check
+from pi_memory_bridge.plural import counted, noun
 
 log = logging.getLogger(__name__)
 
@@ -88,30 +89,42 @@ class ImportPlan:
 
     def preview(self) -> str:
         lines = [
-            f"import from {self.scope.describe()}: {self.turns} turn(s) in {len(self.files)} session(s) "
-            f"to add ({self.files_scanned} session file(s) read)"
+            f"import from {self.scope.describe()}: {counted(self.turns, 'turn')} "
+            f"in {counted(len(self.files), 'session')} "
+            f"to add ({counted(self.files_scanned, 'session file')} read)"
         ]
         if self.resuming is not None:
             done = len(self.resuming.files) - len(self.resuming.remaining)
             lines.append(
-                f"resuming an interrupted import: {done} of {len(self.resuming.files)} session(s) done, "
-                f"{self.resuming.queued} turn(s) added so far"
+                f"resuming an interrupted import: {done} of "
+                f"{counted(len(self.resuming.files), 'session')} done, "
+                f"{counted(self.resuming.queued, 'turn')} added so far"
             )
         if self.already:
-            lines.append(f"{self.already} turn(s) are already in memory and are left as they are")
+            lines.append(
+                f"{counted(self.already, 'turn')} {noun(self.already, 'is', 'are')} "
+                f"already in memory and left as {noun(self.already, 'it is', 'they are')}"
+            )
         if self.paused:
             lines.append(
-                f"{self.paused} turn(s) were said while memory was paused for their project; "
+                f"{counted(self.paused, 'turn')} {noun(self.paused, 'was', 'were')} "
+                "said while memory was paused for their project; "
                 "not imported (a pause keeps nothing of its time)"
             )
         if self.skipped:
-            lines.append(f"{self.skipped} turn(s) have no final answer in a shape memory keeps; not imported")
+            lines.append(
+                f"{counted(self.skipped, 'turn')} {noun(self.skipped, 'has', 'have')} "
+                "no final answer in a shape memory keeps; not imported"
+            )
         if self.unfinished:
-            lines.append(f"{self.unfinished} turn(s) are still waiting for their answer; not imported")
+            lines.append(
+                f"{counted(self.unfinished, 'turn')} {noun(self.unfinished, 'is', 'are')} "
+                "still waiting for their answer; not imported"
+            )
         for path, why in self.unreadable[:5]:
             lines.append(f"cannot read {path}: {why}")
         if len(self.unreadable) > 5:
-            lines.append(f"... and {len(self.unreadable) - 5} more unreadable file(s)")
+            lines.append(f"... and {counted(len(self.unreadable) - 5, 'more unreadable file')}")
         return "\n".join(lines)
 
 

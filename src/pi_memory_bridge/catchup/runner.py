@@ -33,6 +33,7 @@ from pi_memory_bridge.catchup.importer import KnownIds, resume_import
 from pi_memory_bridge.catchup.state import LOCK_FILENAME, CatchUpState, StateError, StoredMark, capture_since
 from pi_memory_bridge.operations.pause import paused_check
 from pi_memory_bridge.outbox import Outbox
+from pi_memory_bridge.plural import counted
 from pi_memory_bridge.redact import redact_text
 
 log = logging.getLogger(__name__)
@@ -83,23 +84,26 @@ class CatchUpProgress:
         ago = (now if now is not None else time.time()) - self.last_pass_at
         parts = [f"last pass {ago:.0f} s ago ({self.files_known} session files, {self.files_read} read)"]
         if self.declining:
-            parts.append(f"capture is off: {self.declined} settled turn(s) passed over")
+            parts.append(f"capture is off: {counted(self.declined, 'settled turn')} passed over")
         else:
-            parts.append(f"{self.queued} turn(s) recovered, {self.already} already captured")
+            parts.append(f"{counted(self.queued, 'turn')} recovered, {self.already} already captured")
         if self.behind:
-            parts.append(f"BEHIND by {self.behind} turn(s): {self.last_error or 'retrying'}")
+            parts.append(f"BEHIND by {counted(self.behind, 'turn')}: {self.last_error or 'retrying'}")
         elif self.last_error:
             parts.append(f"last problem: {self.last_error}")
         if self.files_waiting:
-            parts.append(f"{self.files_waiting} file(s) still to read")
+            parts.append(f"{counted(self.files_waiting, 'file')} still to read")
         if self.unfinished:
-            parts.append(f"{self.unfinished} turn(s) waiting for their answer")
+            parts.append(f"{counted(self.unfinished, 'turn')} waiting for their answer")
         if self.skipped:
             parts.append(f"{self.skipped} skipped (fail-closed)")
         if self.unreadable:
-            parts.append(f"{len(self.unreadable)} unreadable file(s)")
+            parts.append(f"{counted(len(self.unreadable), 'unreadable file')}")
         if self.imported or self.import_files_left:
-            parts.append(f"import: {self.imported} turn(s) added, {self.import_files_left} file(s) left")
+            parts.append(
+                f"import: {counted(self.imported, 'turn')} added, "
+                f"{counted(self.import_files_left, 'file')} left"
+            )
         return "; ".join(parts)
 
 
@@ -335,14 +339,14 @@ class CatchUpRunner:
         self._already.update(t.turn_id for t in turns if t.turn_id in known)
         self.progress.already = len(self._already)
         if new:
-            log.info("catch-up: recovered %d turn(s) from %s", new, scan.path.name)
+            log.info("catch-up: turns recovered: %d from %s", new, scan.path.name)
             if self._wake is not None:
                 self._wake()
         return True, 0
 
     def _failed(self, exc: BackendError, scan: FileScan, missing: int) -> tuple[bool, int]:
         self.progress.last_error = _clean(exc)
-        log.warning("catch-up: cannot queue %d turn(s) from %s: %s", missing, scan.path.name, exc)
+        log.warning("catch-up: cannot queue the turns missing from %s (%d): %s", scan.path.name, missing, exc)
         return False, missing
 
     async def _forget_vanished(

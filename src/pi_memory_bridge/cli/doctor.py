@@ -34,6 +34,7 @@ from pi_memory_bridge.cli.doctor_files import (
 )
 from pi_memory_bridge.config import LoadedConfig, data_dir, default_agent_dir, global_config_path, load_config
 from pi_memory_bridge.config._keyfile import read_key_file
+from pi_memory_bridge.plural import counted
 from pi_memory_bridge.sqlite_integrity import STORE_AFTER_MOVE
 
 MIN_NODE = (22, 19)
@@ -213,7 +214,7 @@ def _check_notes(ddir: Path) -> list[Check]:
             for problem in listing.problems
         )
     elif notes.l2_dir.is_dir():
-        checks.append(ok("notes", f"{notes.l2_dir} ({len(listing.entries)} notes)"))
+        checks.append(ok("notes", f"{notes.l2_dir} ({counted(len(listing.entries), 'note')})"))
     try:
         notes.read_profile()
     except BackendError as exc:

@@ -32,6 +32,7 @@ from pi_memory_bridge.commands.import_flow import (
 from pi_memory_bridge.config import data_dir, default_agent_dir, load_config
 from pi_memory_bridge.engine.catch_up_service import known_ids_via
 from pi_memory_bridge.outbox import DeliveryWorker, Outbox
+from pi_memory_bridge.plural import counted
 from pi_memory_bridge.redact import redact_text
 from pi_memory_bridge.vocabulary.dialog import Level
 
@@ -87,12 +88,14 @@ async def _run(request: ImportRequest, ask: Ask, interactive: bool) -> int:
 
     async def progress(files_done: int, files: int, queued: int) -> None:
         print(
-            f"import: {files_done}/{files} session(s), {queued} turn(s) queued", file=sys.stderr, flush=True
+            f"import: {files_done}/{counted(files, 'session')}, {counted(queued, 'turn')} queued",
+            file=sys.stderr,
+            flush=True,
         )
 
     async def run(planned: ImportPlan) -> ImportOutcome:
         result = await run_import(planned, state=state, known_ids=known, submit=submit, progress=progress)
-        message = f"imported {result.queued} turn(s) from {result.files_done} session(s)"
+        message = f"imported {counted(result.queued, 'turn')} from {counted(result.files_done, 'session')}"
         level: Level = "info"
         if result.errors:
             message += f"; stopped early (run it again to resume): {redact_text(result.errors[0]).text}"
@@ -167,4 +170,7 @@ def _stop_import() -> None:
         job = state.unfinished_import()
         if job is not None:
             state.finish_import(job.id)
-            print(f"import stopped: {job.queued} turn(s) added; run it again for the rest", file=sys.stderr)
+            print(
+                f"import stopped: {counted(job.queued, 'turn')} added; run it again for the rest",
+                file=sys.stderr,
+            )

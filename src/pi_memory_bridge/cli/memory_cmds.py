@@ -41,6 +41,7 @@ from pi_memory_bridge.operations.memory_export import (
 from pi_memory_bridge.operations.pause import set_paused
 from pi_memory_bridge.outbox import Outbox
 from pi_memory_bridge.outbox.delivery import CaptureDelivery
+from pi_memory_bridge.plural import counted
 from pi_memory_bridge.project import project_of
 from pi_memory_bridge.recall.engine import build_query
 from pi_memory_bridge.redact import redact_text
@@ -170,8 +171,8 @@ async def _export(backend: MemoryBackend, args: argparse.Namespace) -> int:
         sys.stdout.write(text)
         return 0
     _write_private(args.output, text)
-    print(f"wrote {args.output} ({len(data.memories)} memories, {len(data.conversation)} turns, "
-          f"{len(data.notes)} notes)")  # fmt: skip
+    print(f"wrote {args.output} ({counted(len(data.memories), 'memory')}, "
+          f"{counted(len(data.conversation), 'turn')}, {counted(len(data.notes), 'note')})")  # fmt: skip
     return 0
 
 
@@ -284,8 +285,10 @@ async def _forget(backend: MemoryBackend, query: str, ids: list[str], yes: bool,
         if not chosen:
             print("\n".join([*failures, "Nothing to forget."]))
             return 1 if failures else 0
-        print("\n".join([f"{len(chosen)} item(s):", *(f"  {c.preview()}" for c in chosen), *failures]))
-        if not _confirm(f"Delete {len(chosen)} item(s)? This cannot be undone.", yes, ask):
+        print(
+            "\n".join([f"{counted(len(chosen), 'item')}:", *(f"  {c.preview()}" for c in chosen), *failures])
+        )
+        if not _confirm(f"Delete {counted(len(chosen), 'item')}? This cannot be undone.", yes, ask):
             print("Not confirmed: nothing was deleted.")
             return 1
         lines = await forget_chosen(deps, chosen)

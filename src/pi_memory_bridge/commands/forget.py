@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from pi_memory_bridge.operations.forget import ForgetDeps, delete_candidates, find_candidates
+from pi_memory_bridge.plural import counted, noun
 from pi_memory_bridge.vocabulary.dialog import Cancelled, Dialog, Outcome
 from pi_memory_bridge.vocabulary.forget import ForgetCandidate
 
@@ -29,7 +30,7 @@ async def forget_flow(deps: ForgetDeps, query: str, dialog: Dialog) -> Outcome:
             return Outcome(f"Could not search everything, so nothing was deleted:\n{failure_text}", "error")
         return Outcome(f"Nothing in memory matches {query!r}.")
     listing = "\n".join(f"{i + 1}. {c.preview()}" for i, c in enumerate(found))
-    header = f"{len(found)} item(s) match {query!r}:\n{listing}"
+    header = f"{counted(len(found), 'item')} {noun(len(found), 'matches', 'match')} {query!r}:\n{listing}"
     if failures:
         header += f"\n{failure_text}"
     if not dialog.has_ui:
@@ -45,7 +46,7 @@ async def forget_flow(deps: ForgetDeps, query: str, dialog: Dialog) -> Outcome:
     if not chosen:
         return Outcome("Nothing chosen: nothing was deleted.")
     summary = "\n".join(c.preview() for c in chosen)
-    if not await dialog.confirm(f"Delete {len(chosen)} item(s)? This cannot be undone.", summary):
+    if not await dialog.confirm(f"Delete {counted(len(chosen), 'item')}? This cannot be undone.", summary):
         return Outcome("Not confirmed: nothing was deleted.")
     report = await delete_candidates(deps, chosen)
     ok = all(line.startswith("deleted") for line in report)
@@ -54,7 +55,11 @@ async def forget_flow(deps: ForgetDeps, query: str, dialog: Dialog) -> Outcome:
 
 async def _choose(found: Sequence[ForgetCandidate], header: str, dialog: Dialog) -> list[ForgetCandidate]:
     """What the user picks; one by one comes first, so deleting all is never the preselection."""
-    choice = await dialog.select(f"Forget: {len(found)} item(s) match", [CHOOSE, ALL, CANCEL], header)
+    choice = await dialog.select(
+        f"Forget: {counted(len(found), 'item')} {noun(len(found), 'matches', 'match')}",
+        [CHOOSE, ALL, CANCEL],
+        header,
+    )
     if choice == ALL:
         return list(found)
     if choice != CHOOSE:

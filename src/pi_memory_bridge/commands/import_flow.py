@@ -16,6 +16,7 @@ from datetime import datetime
 from pathlib import Path
 
 from pi_memory_bridge.catchup.importer import ImportPlan, ImportScope
+from pi_memory_bridge.plural import counted
 from pi_memory_bridge.vocabulary.dialog import Dialog, Level, Outcome
 
 USAGE = "usage: /tdai-memory-import [--since YYYY-MM-DD[THH:MM]] [--session FILE] [--yes]"
@@ -94,7 +95,7 @@ async def import_flow(
                 f"{preview}\nnothing imported: run it where you can confirm, or add --yes", "warning"
             )
         sessions = len(plan.files)
-        title = f"Import {plan.turns} turn(s) from {sessions} session(s) into memory?"
+        title = f"Import {counted(plan.turns, 'turn')} from {counted(sessions, 'session')} into memory?"
         if not await dialog.confirm(title, preview):
             return Outcome("import cancelled: nothing imported")
     outcome = await deps.run(plan)

@@ -17,6 +17,7 @@ from pi_memory_bridge.backends.learning import JobSummary, LearnedMemories, Stor
 from pi_memory_bridge.config import global_config_path
 from pi_memory_bridge.learning.consent import NO, YES, ModelPrice, consent_question, store_consent
 from pi_memory_bridge.learning.prompts import clean_text
+from pi_memory_bridge.plural import counted, noun
 from pi_memory_bridge.redact import redact_text
 from pi_memory_bridge.vocabulary.dialog import Cancelled, Dialog, Outcome
 
@@ -29,7 +30,7 @@ def describe_job(job: JobSummary) -> str:
     if job.state in ("failed", "dropped"):
         return f"{job.job_id} {job.state} at {when} ({job.reason})"
     if job.enriched and not job.turns:  # tags and questions for memories saved without them
-        what = f"enriched {job.enriched} memory(ies)"
+        what = f"enriched {counted(job.enriched, 'memory')}"
         said = f"{job.job_id} {job.state} at {when}: {what}, {job.tokens:,} tokens"
         return f"{said} ({job.reason})" if job.reason else said
     counts = f"+{job.added} added, {job.skipped} skipped, {job.superseded} superseded, {job.merged} merged"
@@ -37,7 +38,10 @@ def describe_job(job: JobSummary) -> str:
         counts += f", {job.proposed} proposed"
     if job.refused:
         counts += f", {job.refused} refused"
-    said = f"{job.job_id} {job.state} at {when}: {counts} from {job.turns} turn(s), {job.tokens:,} tokens"
+    said = (
+        f"{job.job_id} {job.state} at {when}: {counts} from "
+        f"{counted(job.turns, 'turn')}, {job.tokens:,} tokens"
+    )
     return f"{said} ({job.reason})" if job.reason else said
 
 
@@ -92,12 +96,20 @@ def _preview(memories: LearnedMemories, job: JobSummary) -> _UndoPreview:
     restores = len({t for op in changing for t in op.targets})
     enriched = memories.enrichment.enriched_by(job.job_id)
     aids = [
-        f"  * {_line(e.text)}\n      added: {len(e.tags)} tag(s), {len(e.questions)} question(s)"
+        f"  * {_line(e.text)}\n      added: {counted(len(e.tags), 'tag')}, "
+        f"{counted(len(e.questions), 'question')}"
         for e in enriched
     ]
     waiting = memories.ledger.open_proposals(job.job_id)
     answered = sum(1 for op in ops if op.op == "propose") - len(waiting)
-    notes = [f"  ({answered} proposal(s) already answered stay as you answered them)"] if answered > 0 else []
+    notes = (
+        [
+            f"  ({counted(answered, 'proposal')} already answered "
+            f"{noun(answered, 'stays as you answered it', 'stay as you answered them')})"
+        ]
+        if answered > 0
+        else []
+    )
     return _UndoPreview(
         "\n".join([f"job {describe_job(job)}", *describe_ops(ops, texts), *aids, *notes]),
         len(changing),
@@ -110,14 +122,14 @@ def _preview(memories: LearnedMemories, job: JobSummary) -> _UndoPreview:
 def _undo_question(job: JobSummary, preview: _UndoPreview) -> str:
     parts: list[str] = []
     if preview.removes or not (preview.withdraws or preview.unenriches):
-        part = f"remove {preview.removes} learned memory(ies)"
+        part = f"remove {counted(preview.removes, 'learned memory')}"
         if preview.restores:
             part += f" and restore {preview.restores} it replaced"
         parts.append(part)
     if preview.unenriches:
-        parts.append(f"take away the tags and questions it added to {preview.unenriches} memory(ies)")
+        parts.append(f"take away the tags and questions it added to {counted(preview.unenriches, 'memory')}")
     if preview.withdraws:
-        parts.append(f"withdraw {preview.withdraws} proposal(s) waiting in /tdai-memory-review")
+        parts.append(f"withdraw {counted(preview.withdraws, 'proposal')} waiting in /tdai-memory-review")
     return f"Undo consolidation job {job.job_id}? It would {' and '.join(parts)}."
 
 
@@ -161,9 +173,9 @@ async def undo_flow(deps: UndoDeps, args: str, dialog: Dialog) -> Outcome:
         return Outcome(f"undo refused: {redact_text(str(exc)).text}", "error")
     deps.changed()
     aids = f", tags and questions taken from {len(report.unenriched)}" if report.unenriched else ""
-    withdrawn = f", {len(report.withdrawn)} proposal(s) withdrawn" if report.withdrawn else ""
+    withdrawn = f", {counted(len(report.withdrawn), 'proposal')} withdrawn" if report.withdrawn else ""
     return Outcome(
-        f"undid job {report.job_id}: {len(report.removed)} learned memory(ies) removed, "
+        f"undid job {report.job_id}: {counted(len(report.removed), 'learned memory')} removed, "
         f"{len(report.restored)} restored{aids}{withdrawn}"
     )
 

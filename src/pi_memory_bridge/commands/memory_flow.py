@@ -15,6 +15,7 @@ from pi_memory_bridge.backends.base import BackendError, Capability, MemoryBacke
 from pi_memory_bridge.operations import memory_view as view
 from pi_memory_bridge.operations.forget import ForgetDeps, forget_chosen
 from pi_memory_bridge.operations.memory_view import MemoryItem
+from pi_memory_bridge.plural import counted
 from pi_memory_bridge.redact import redact_text
 from pi_memory_bridge.vocabulary.dialog import Cancelled, Dialog, Outcome
 from pi_memory_bridge.vocabulary.forget import ForgetCandidate
@@ -55,8 +56,8 @@ def _summary(ov: view.Overview) -> str:
     remembered = sum(ov.kinds.values())
     parts = [f"{remembered} memor{'y' if remembered == 1 else 'ies'}"]
     if ov.conversation is not None:
-        parts.append(f"{ov.conversation} recent turn(s)")
-    parts.append(f"{ov.notes} note(s)")
+        parts.append(f"{counted(ov.conversation, 'recent turn')}")
+    parts.append(f"{counted(ov.notes, 'note')}")
     parts.append("a profile" if ov.profile else "no profile yet")
     text = "Memory holds " + ", ".join(parts) + "."
     if ov.problems:
@@ -102,7 +103,7 @@ async def edit_item(backend: MemoryBackend, item: MemoryItem, new_text: str) -> 
     except BackendError as exc:
         return None, f"FAILED  {item.preview()}: {redact_text(str(exc)).text}"
     updated = view.atomic_item(stored)
-    note = f" ({redacted.count} secret(s) redacted)" if redacted.count else ""
+    note = f" ({counted(redacted.count, 'secret')} redacted)" if redacted.count else ""
     return updated, f"edited  {updated.preview()}{note}"
 
 
@@ -138,7 +139,7 @@ async def memory_flow(
         changed = await _browse(deps, backend, dialog, query, saved)
     except BackendError as exc:
         return Outcome(f"Memory could not be read: {redact_text(str(exc)).text}", "error")
-    return Outcome(f"{changed} change(s) made." if changed else "")
+    return Outcome(f"{counted(changed, 'change')} made." if changed else "")
 
 
 async def _browse(

@@ -22,6 +22,7 @@ from pi_memory_bridge.operations.outbox import (
     resolve_ids,
 )
 from pi_memory_bridge.outbox import ALL, AllRecords, DeliveryReport, Outbox, OutboxEntry, RecordState
+from pi_memory_bridge.plural import counted
 from pi_memory_bridge.redact import redact_text
 from pi_memory_bridge.vocabulary.dialog import Dialog, Outcome
 
@@ -113,11 +114,12 @@ async def _purge(outbox: Outbox, rest: str, dialog: Dialog) -> Outcome:
     if isinstance(sel, list):
         resolved = await asyncio.to_thread(resolve_ids, outbox, sel, PURGEABLE)
         targets, count = resolved, len(resolved)
-        what = f"{count} record(s)"
+        what = counted(count, "record")
     else:
         counts = await asyncio.to_thread(outbox.admin.counts)
         count = counts.dead + counts.quarantined
-        what = f"all {count} record(s) ({counts.dead} dead, {counts.quarantined} quarantined)"
+        every = "the only record" if count == 1 else f"all {counted(count, 'record')}"
+        what = f"{every} ({counts.dead} dead, {counts.quarantined} quarantined)"
     if count == 0:
         # only dead and quarantined records can be purged: nothing to ask about
         if isinstance(sel, list):

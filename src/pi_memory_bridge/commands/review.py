@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 
 from pi_memory_bridge.backends.base import BackendError
 from pi_memory_bridge.learning.prompts import clean_text
+from pi_memory_bridge.plural import counted
 from pi_memory_bridge.redact import redact_text
 from pi_memory_bridge.vocabulary.dialog import Cancelled, Dialog, Outcome
 
@@ -103,7 +104,7 @@ async def review_flow(
     listing = "\n".join(line for p in pending for line in describe_proposal(p))
     if not dialog.has_ui:
         return Outcome(
-            f"{len(pending)} proposal(s) waiting:\n{listing}\nanswer them in an interactive session"
+            f"{counted(len(pending), 'proposal')} waiting:\n{listing}\nanswer them in an interactive session"
         )
     lines: list[str] = []
     for p in pending:

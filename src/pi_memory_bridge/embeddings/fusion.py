@@ -42,6 +42,10 @@ class FusionParams:
     # the layer returns nothing but identifier hits unless its best other row scores this much
     # (None: no gate)
     layer_floor: float | None = None
+    # a short topic query ("go style") against a one-sentence memory without questions (saved by
+    # hand, not enriched): a keyword hit covering at least this share of the query's term weight
+    # is returned even when its sentence's cosine is near zero (None: no such rule)
+    topic_coverage: float | None = None
 
 
 def with_questions(text: float | None, question: float | None, weight: float) -> float | None:
@@ -81,7 +85,17 @@ DEFAULT_PARAMS = FusionParams()
 # abstention false recall 0.88, 0.88 / 0.62 / 0.50 / 0.38 / 0.12 (--sweep, "relevance sweep"):
 # this model's scores do not tell a paraphrase from a never-said question on L1 ("我女朋友叫什么名字？"
 # is as close to a question of 我的狗叫豆豆 as most paraphrases are to their memory's).
-L1_PARAMS = FusionParams(keyword_weight=0.1, min_score=0.2, question_weight=0.5, min_coverage=0.15)
+#
+# Topic queries (issue 24): "go style" against the hand-saved "I prefer named constants over magic
+# numbers in Go code" has a cosine of 0.02 ("go code style" 0.34, "coding conventions" 0.24): this
+# model reads a two-word topic as a phrase of its own, so only the keyword hit can find it. The
+# rule lets such a hit through at the floor, below anything that matched by meaning, and only
+# where nothing else speaks for the memory (no questions, one sentence, a query of a few terms):
+# enriched memories are untouched (bench_memory_quality.py's default run scores the same) and with
+# --enrichment none the before/after figures are in the commit that added it.
+L1_PARAMS = FusionParams(
+    keyword_weight=0.1, min_score=0.2, question_weight=0.5, min_coverage=0.15, topic_coverage=0.4
+)
 L0_PARAMS = FusionParams(keyword_weight=0.3, min_score=0.3, min_coverage=0.15)
 
 
@@ -92,6 +106,7 @@ class Candidate:
     cosine: float | None  # None: the row has no vector yet
     bm25: float | None  # None: keyword search did not return it (higher is better otherwise)
     coverage: float | None = None  # share of the query's term weight it contains; None: not known
+    has_questions: bool = False  # an enriched memory: its questions speak for its topics (L1)
 
 
 @dataclass(frozen=True, slots=True)
@@ -128,12 +143,38 @@ def _keyword_counts(c: Candidate, params: FusionParams) -> bool:
     return c.bm25 is not None and c.bm25 > 0 and (c.coverage is None or c.coverage >= params.min_coverage)
 
 
+# a topic query names a subject in a few words ("go style", "deploy", "commit messages")
+TOPIC_QUERY_TERMS = 3
+_SENTENCE_END = re.compile(r"[.!?。！？](?:\s|$)")
+ONE_SENTENCE_CHARS = 240
+
+
+def _one_sentence(text: str) -> bool:
+    body = text.strip()
+    return len(body) <= ONE_SENTENCE_CHARS and len(_SENTENCE_END.findall(body.rstrip(".!?。！？"))) == 0
+
+
+def _topic_hit(c: Candidate, topic_query: bool, params: FusionParams) -> bool:
+    return (
+        topic_query
+        and params.topic_coverage is not None
+        and not c.has_questions
+        and _keyword_counts(c, params)
+        and c.coverage is not None
+        and c.coverage >= params.topic_coverage
+        and _one_sentence(c.text)
+    )
+
+
 def fuse(candidates: Sequence[Candidate], query: str, params: FusionParams = DEFAULT_PARAMS) -> list[Ranked]:
     """Rank the union of vector and keyword candidates; best first, cut at `min_score`, and
     nothing but identifier hits when the layer's best other row is below `layer_floor`."""
     best_bm25 = max((c.bm25 or 0.0 for c in candidates if _keyword_counts(c, params)), default=0.0)
     best_any = max((c.bm25 for c in candidates if c.bm25 is not None and c.bm25 > 0), default=0.0)
     identifiers = identifier_terms(query)
+    topic_query = (
+        params.topic_coverage is not None and len(textsearch.query_terms(query)) <= TOPIC_QUERY_TERMS
+    )
     ranked: list[Ranked] = []
     for c in candidates:
         counts = _keyword_counts(c, params)
@@ -142,6 +183,8 @@ def fuse(candidates: Sequence[Candidate], query: str, params: FusionParams = DEF
         if c.cosine is None and c.bm25 is not None:
             # not embedded yet (a turn captured a moment ago, a memory saved by the last
             # process): keyword search alone vouches for it, as it did before vectors
+            score = max(score, params.min_score)
+        elif _topic_hit(c, topic_query, params):
             score = max(score, params.min_score)
         gated = bool(identifiers) and c.bm25 is not None and _contains(c.text, identifiers)
         if gated:

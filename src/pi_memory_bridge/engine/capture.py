@@ -16,6 +16,7 @@ from pi_memory_bridge.engine.backend_slot import BackendSlot
 from pi_memory_bridge.engine.footer import FooterModel
 from pi_memory_bridge.engine.sessions import Sessions
 from pi_memory_bridge.engine.skills import SkillCapture
+from pi_memory_bridge.plural import counted
 from pi_memory_bridge.redact import redact_text
 from pi_memory_bridge.wire import Footer, TurnSettledParams, TurnSettledResult
 
@@ -41,7 +42,7 @@ class CaptureStats:
             text += f" [skips: {top}]"
         if self.not_kept:
             runs = ", ".join(f"{r} x{n}" for r, n in self.not_kept.most_common())
-            text += f", {self.not_kept.total()} run(s) not captured [{runs}]"
+            text += f", {counted(self.not_kept.total(), 'run')} not captured [{runs}]"
         if self.failures:
             text += f", {self.failures} failed (last: {self.last_error})"
         return text

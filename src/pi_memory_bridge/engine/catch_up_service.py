@@ -15,6 +15,7 @@ from pathlib import Path
 from pi_memory_bridge.backends.base import BackendError, ConversationTurn, MemoryBackend
 from pi_memory_bridge.catchup.importer import ImportPlan, ImportScope, KnownIds, plan_import, run_import
 from pi_memory_bridge.catchup.runner import CatchUpRunner
+from pi_memory_bridge.plural import counted, noun
 
 __all__ = ["CatchUpRunner", "SidecarImports", "make_runner", "status_line", "status_problems"]
 from pi_memory_bridge.catchup.state import CatchUpState, StateError
@@ -106,10 +107,14 @@ def status_sentence(
         elif progress.declining:
             text = f"{head}: off while capture is off."
         elif progress.behind:
-            text = f"{head}: {progress.behind} turn(s) in Pi's session files are not stored yet (see below)."
+            text = (
+                f"{head}: {counted(progress.behind, 'turn')} in Pi's session files "
+                f"{noun(progress.behind, 'is', 'are')} not stored yet (see below)."
+            )
         elif progress.queued:
             text = (
-                f"{head}: {progress.queued} turn(s) recovered from Pi's session files; none is missing now."
+                f"{head}: {counted(progress.queued, 'turn')} recovered "
+                "from Pi's session files; none is missing now."
             )
         else:
             text = f"{head}: none is missing."
@@ -125,7 +130,8 @@ def status_problems(runner: CatchUpRunner | None) -> list[Problem]:
     if progress.behind:
         return [
             Problem(
-                f"memory is behind: {progress.behind} settled turn(s) in Pi's session files are not "
+                f"memory is behind: {counted(progress.behind, 'settled turn')} in "
+                f"Pi's session files {noun(progress.behind, 'is', 'are')} not "
                 f"captured yet ({progress.last_error or 'retrying'})",
                 "free space in (or fix the permissions of) the memory-bridge data dir; catch-up retries "
                 "on its own and nothing is lost meanwhile",
@@ -185,10 +191,11 @@ class SidecarImports:
             return None  # the import still works; it only cannot resume after an interruption
 
     async def _start(self, plan: ImportPlan) -> ImportOutcome:
-        self.line = f"0 of {len(plan.files)} session(s)"
+        self.line = f"0 of {counted(len(plan.files), 'session')}"
         self._task = asyncio.get_running_loop().create_task(self._run(plan), name="import")
         return ImportOutcome(
-            f"importing {plan.turns} turn(s) from {len(plan.files)} session(s) in the background; "
+            f"importing {counted(plan.turns, 'turn')} from "
+            f"{counted(len(plan.files), 'session')} in the background; "
             "/tdai-memory-status shows the progress, and a message says when it is done",
         )
 
@@ -203,7 +210,7 @@ class SidecarImports:
             return new
 
         async def progress(files_done: int, files: int, queued: int) -> None:
-            self.line = f"{files_done} of {files} session(s), {queued} turn(s) queued"
+            self.line = f"{files_done} of {counted(files, 'session')}, {counted(queued, 'turn')} queued"
 
         state = await self._open_state()
         try:
@@ -217,12 +224,15 @@ class SidecarImports:
         finally:
             if state is not None:
                 await asyncio.to_thread(state.close)
-        self.line = f"done: {result.queued} turn(s) queued from {result.files_done} session(s)"
+        self.line = (
+            f"done: {counted(result.queued, 'turn')} queued from {counted(result.files_done, 'session')}"
+        )
         if result.errors:
             self.line += f"; stopped early, resumes later: {result.errors[0]}"
         if self._notify is not None:
             await self._notify(
-                f"memory: imported {result.queued} turn(s) from {result.files_done} session(s)"
+                f"memory: imported {counted(result.queued, 'turn')} "
+                f"from {counted(result.files_done, 'session')}"
             )
 
     async def stop(self) -> None:

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 from pi_memory_bridge.backends.base import BackendError
 from pi_memory_bridge.learning.budget import budget_day
 from pi_memory_bridge.learning.reasons import FailReason
+from pi_memory_bridge.plural import counted
 
 if TYPE_CHECKING:
     from pi_memory_bridge.engine.learning import Learning
@@ -33,6 +34,8 @@ def state_text(learning: Learning) -> str:
         return "off (learning.enabled is false; /tdai-memory-learning on to allow it)"
     if learning.memories is None:
         return "on, waiting for the memory store"
+    if learning.model is None:
+        return f"on, {model_label(learning)}"
     return f"on, model {model_label(learning)}"
 
 
@@ -51,6 +54,12 @@ def sentence(learning: Learning) -> str:
         return f"{head}: off; /tdai-memory-learning on allows it."
     if learning.memories is None:
         return f"{head}: on, waiting for the memory store to open."
+    if learning.model is None:
+        # outside Pi (the terminal) there is no session model to learn with: nothing runs here
+        return (
+            f"{head}: on; it runs inside Pi, on the session's model, or anywhere once "
+            "learning.endpoint names a model server."
+        )
     if learning.working:
         return f"{head}: on; a consolidation job is running now on {model_label(learning)}."
     return f"{head}: on; {model_label(learning)} turns what you said into memories in the background."
@@ -73,13 +82,15 @@ async def describe(learning: Learning) -> tuple[str, list[tuple[str, str]]]:
             return f"{parts[0]}; store unreadable ({exc})", problems
         budget = learning.settings.daily_token_budget
         parts.append(f"tokens today {used:,} / {budget:,}")
-        parts.append(f"{counts.pending_turns} turn(s) waiting, {counts.applied_jobs} job(s) applied")
+        parts.append(
+            f"{counted(counts.pending_turns, 'turn')} waiting, {counted(counts.applied_jobs, 'job')} applied"
+        )
         parts.append(
             f"memories {counts.active} active ({counts.learned_active} learned), "
             f"{counts.superseded} superseded"
         )
         if unenriched:  # saved without tags and questions: a learning job adds them
-            parts.append(f"{unenriched} memory(ies) waiting for tags and questions")
+            parts.append(f"{counted(unenriched, 'memory')} waiting for tags and questions")
         if last:
             parts.append("last jobs: " + " | ".join(describe_job(j) for j in last))
         if learning.active and used >= budget:

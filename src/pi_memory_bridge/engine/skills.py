@@ -54,7 +54,9 @@ class SkillCapture:
         if capture is not None:
             released = await asyncio.to_thread(capture[0].recover)
             if released:
-                log.info("skill capture: %d turn(s) never sent before a restart are sent now", len(released))
+                log.info(
+                    "skill capture: sending now the turns never sent before a restart: %d", len(released)
+                )
             self._send(*capture)
 
     async def settled(self, backend: MemoryBackend | None, turns: Sequence[ConversationTurn]) -> None:

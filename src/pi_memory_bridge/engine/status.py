@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+import os
 from pathlib import Path
 
+from pi_memory_bridge import inspector_registry
 from pi_memory_bridge._version import PROTOCOL_VERSION, __version__
 from pi_memory_bridge.backends.base import BackendError, SearchesByMeaning
 from pi_memory_bridge.config import LoadedConfig
@@ -21,6 +23,7 @@ from pi_memory_bridge.operations.status_lines import (
     describe_budget,
     describe_embeddings,
     describe_identity,
+    describe_inspectors,
     describe_last_recall,
     describe_recalled,
     describe_session,
@@ -84,6 +87,7 @@ class Status:
         learning, learning_problems = await describe(self._learning)
         problems += [Problem(what, fix) for what, fix in learning_problems]
         embeddings, embeddings_words = await self._embeddings_status()
+        inspectors = await asyncio.to_thread(inspector_registry.running, os.environ, self._slot.agent_dir)
         return StatusReport(
             version=__version__,
             protocol=PROTOCOL_VERSION,
@@ -112,6 +116,7 @@ class Status:
             learning_words=sentence(self._learning),
             catch_up_words=self.catch_up.status_sentence() if self.catch_up is not None else "",
             embeddings_words=embeddings_words,
+            inspector_words=describe_inspectors(inspectors),
         )
 
     async def _embeddings_status(self) -> tuple[str, str]:

@@ -49,6 +49,7 @@ from pi_memory_bridge.learning.prompts import (
 )
 from pi_memory_bridge.learning.reasons import FailReason
 from pi_memory_bridge.learning.schemas import ExtractAnswer, ReconcileAnswer
+from pi_memory_bridge.plural import counted
 from pi_memory_bridge.recall.trivial import is_trivial_prompt
 from pi_memory_bridge.redact import redact_text
 
@@ -94,7 +95,7 @@ class JobOutcome:
             return None
         if self.kind == "applied" and s.enriched:  # an enrichment job (`enrich_job`)
             return (
-                f"memory: enriched {s.enriched} memory(ies) with topics and questions to find them by "
+                f"memory: enriched {counted(s.enriched, 'memory')} with topics and questions to find them by "
                 f"(job {s.job_id}; /tdai-memory-undo to revert)",
                 "info",
             )
@@ -107,21 +108,23 @@ class JobOutcome:
             if s.skipped:
                 parts.append(f"{s.skipped} already known")
             if s.proposed:
-                parts.append(f"{s.proposed} proposal(s) held for /tdai-memory-review")
+                parts.append(f"{counted(s.proposed, 'proposal')} held for /tdai-memory-review")
             if s.refused:
                 parts.append(f"{s.refused} refused")
             return f"memory: {', '.join(parts)} (job {s.job_id}; /tdai-memory-undo to revert)", "info"
         if self.kind == "applied" and s.refused:
             return (
-                f"memory: learned nothing from {s.turns} turn(s), {s.refused} memory(ies) refused: "
+                f"memory: learned nothing from {counted(s.turns, 'turn')}, "
+                f"{counted(s.refused, 'memory')} refused: "
                 f"{s.reason} (job {s.job_id})",
                 "warning",
             )
         if self.kind == "applied":
-            return f"memory: nothing new to learn from {s.turns} turn(s) (job {s.job_id})", "info"
+            return f"memory: nothing new to learn from {counted(s.turns, 'turn')} (job {s.job_id})", "info"
         if s.state == "dropped":
             return (
-                f"memory: gave up learning from {s.turns} turn(s) after repeated failures ({s.reason})",
+                f"memory: gave up learning from {counted(s.turns, 'turn')} "
+                f"after repeated failures ({s.reason})",
                 "warning",
             )
         return f"memory: learning wrote nothing ({s.reason}); it tries again later", "warning"
@@ -251,7 +254,7 @@ async def consolidate_once(
     if all(is_trivial_prompt(t.user_text) for t in turns):
         keys = [(t.turn_id, t.memory_session_id) for t in turns]
         await asyncio.to_thread(memories.turns.mark_consumed, keys, "trivial")
-        return JobOutcome("nothing", detail=f"{len(turns)} trivial turn(s)")
+        return JobOutcome("nothing", detail=f"{counted(len(turns), 'trivial turn')}")
     job = ModelJob(memories, model, settings, turns, now)
     project = await asyncio.to_thread(memories.turns.session_project, session_id)
     known = await asyncio.to_thread(memories.recent_active, settings.known_limit, project)
@@ -289,7 +292,7 @@ async def consolidate_once(
     except JobConflict as exc:
         return await job.fail(FailReason.CONFLICT, str(exc))
     log.info(
-        "consolidation job %s: %d turn(s), +%d, %d skipped, %d superseded, %d merged, %d proposed",
+        "consolidation job %s: turns %d, +%d, %d skipped, %d superseded, %d merged, %d proposed",
         summary.job_id,
         summary.turns,
         summary.added,

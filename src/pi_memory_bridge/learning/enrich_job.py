@@ -27,6 +27,7 @@ from pi_memory_bridge.learning.enrichment import (
 from pi_memory_bridge.learning.model import CompletionModel
 from pi_memory_bridge.learning.parse import Refused, parse_answer
 from pi_memory_bridge.learning.reasons import FailReason
+from pi_memory_bridge.plural import counted, noun
 
 log = logging.getLogger(__name__)
 
@@ -50,7 +51,7 @@ class _EnrichJob(ModelJob):
         self.rows = list(rows)
 
     async def fail(self, reason: FailReason, detail: str = "") -> JobOutcome:
-        what = f"enriching {len(self.rows)} memory(ies)"
+        what = f"enriching {counted(len(self.rows), 'memory')}"
         if reason.counts_toward_drop:
             dropped = await asyncio.to_thread(
                 self.memories.enrichment.record_failure,
@@ -102,9 +103,9 @@ async def enrich_once(
     except JobConflict as exc:
         return await job.fail(FailReason.CONFLICT, str(exc))
     if summary is None:
-        left = f"{len(rows)} memory(ies) left as they are"
+        left = f"{counted(len(rows), 'memory')} left as {noun(len(rows), 'it is', 'they are')}"
         return JobOutcome("nothing", detail=left, dropped=planned.dropped)
-    log.info("enrichment job %s: %d of %d memory(ies) enriched", summary.job_id, summary.enriched, len(rows))
+    log.info("enrichment job %s: memories enriched: %d of %d", summary.job_id, summary.enriched, len(rows))
     return JobOutcome("applied", summary, dropped=planned.dropped)
 
 

@@ -26,6 +26,7 @@ from pi_memory_bridge.learning.parse import Refused
 from pi_memory_bridge.learning.postcheck import changes_how_agent_acts, support_of
 from pi_memory_bridge.learning.prompts import PromptExisting, PromptNew
 from pi_memory_bridge.learning.schemas import ExtractAnswer, FailReason, ReconcileAnswer
+from pi_memory_bridge.plural import counted
 from pi_memory_bridge.redact import redact_text
 
 _FILE_MARKERS = ("```", "[code omitted]", "#!/", "<?xml", "-----BEGIN")
@@ -60,7 +61,7 @@ class Extraction:
         if not refused:
             return ""
         what = "; ".join(f"{n} {reason}" for reason, n in sorted(refused.items()))
-        return f"refused {refused.total()} memory(ies): {what}"
+        return f"refused {counted(refused.total(), 'memory')}: {what}"
 
 
 INSTRUCTION = "instruction to the agent"

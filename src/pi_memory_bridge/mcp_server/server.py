@@ -29,6 +29,7 @@ from pi_memory_bridge.config import LoadedConfig, default_agent_dir, load_config
 from pi_memory_bridge.mcp_server.service import McpMemory, Reply
 from pi_memory_bridge.mcp_server.stdio import stdio_transport
 from pi_memory_bridge.mcp_server.tools import MCP_TOOLS, TOOLS_BY_NAME
+from pi_memory_bridge.plural import counted
 
 log = logging.getLogger(__name__)
 
@@ -142,7 +143,7 @@ async def _confirmed(ctx: ServerRequestContext[Any], memory: McpMemory, argument
     previews = memory.forget_summary(arguments)
     if previews is None:
         return True  # refused below, with the reason
-    message = "\n".join([f"Forget {len(previews)} item(s)? This cannot be undone.", *previews])
+    message = "\n".join([f"Forget {counted(len(previews), 'item')}? This cannot be undone.", *previews])
     try:
         answer = await ctx.session.elicit_form(message, CONFIRM_SCHEMA)
     except Exception as exc:  # a client that declared it but fails: ask nothing, delete nothing

@@ -34,6 +34,7 @@ from pi_memory_bridge.operations import memory_view as view
 from pi_memory_bridge.operations.forget import ForgetDeps, delete_candidates, find_candidates
 from pi_memory_bridge.operations.pause import ProjectPause
 from pi_memory_bridge.outbox.delivery import CaptureDelivery
+from pi_memory_bridge.plural import counted
 from pi_memory_bridge.project import project_of
 from pi_memory_bridge.recall.boundary import escape_field, escape_label
 from pi_memory_bridge.recall.budget import dedupe
@@ -270,7 +271,7 @@ class McpMemory:
         redacted = redact_text(args.text)
         saved = await backend.memories.save(redacted.text, args.kind.value, self.source)
         verb = "Saved" if saved.created else "Already remembered"
-        note = f" ({redacted.count} secret(s) redacted)" if redacted.count else ""
+        note = f" ({counted(redacted.count, 'secret')} redacted)" if redacted.count else ""
         data = {"ref": f"L1:{saved.id}", "id": saved.id, "created": saved.created, "redacted": redacted.count}
         return Reply(f"{verb} ({args.kind.value}, L1:{saved.id}): {redacted.text}{note}", data)
 
@@ -338,7 +339,8 @@ class McpMemory:
         lines = [f"{c['id']}  {c['preview']}" for c in candidates]
         text = "\n".join(
             [
-                f"{len(candidates)} candidate(s); nothing was deleted. Ask the user which to forget, then "
+                f"{counted(len(candidates), 'candidate')}; nothing "
+                "was deleted. Ask the user which to forget, then "
                 "call memory_forget with exactly those ids:",
                 *lines,
                 *(f"! {f}" for f in failures),

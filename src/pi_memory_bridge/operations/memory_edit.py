@@ -14,6 +14,7 @@ from pydantic import ValidationError
 
 from pi_memory_bridge.backends.base import BackendError, Capability, MemoryBackend, NoteWriter
 from pi_memory_bridge.backends.data_dir import MAX_NOTE_BYTES
+from pi_memory_bridge.plural import counted
 from pi_memory_bridge.redact import redact_text
 from pi_memory_bridge.tools.memory import SaveArgs
 
@@ -34,7 +35,7 @@ def _short(text: str) -> str:
 
 
 def _redaction_note(count: int) -> str:
-    return f" ({count} secret(s) redacted)" if count else ""
+    return f" ({counted(count, 'secret')} redacted)" if count else ""
 
 
 def _failed(what: str, reason: str) -> EditReport:

@@ -27,6 +27,7 @@ from pi_memory_bridge.backends.base import (
 )
 from pi_memory_bridge.operations import memory_view as view
 from pi_memory_bridge.operations.memory_view import MemoryItem
+from pi_memory_bridge.plural import counted
 
 EXPORT_FORMAT: Final = "pi-memory-bridge-export"
 EXPORT_VERSION: Final = 1
@@ -202,8 +203,8 @@ class ImportReport:
 
 def preview_import(data: ExportFile) -> str:
     return (
-        f"{len(data.memories)} memories, {len(data.conversation)} conversation turn(s), "
-        f"{len(data.notes)} note(s){', a profile' if data.profile else ''} "
+        f"{counted(len(data.memories), 'memory')}, {counted(len(data.conversation), 'conversation turn')}, "
+        f"{counted(len(data.notes), 'note')}{', a profile' if data.profile else ''} "
         f"(exported {data.exported_at[:10]} from the {data.backend} backend)"
     )
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 
 from pi_memory_bridge.outbox import AllRecords, Outbox, OutboxCounts, RecordState
+from pi_memory_bridge.plural import counted
 from pi_memory_bridge.redact import redact_text
 
 
@@ -40,7 +41,7 @@ async def requeue_records(outbox: Outbox, selection: AllRecords | list[str]) -> 
         else await asyncio.to_thread(resolve_ids, outbox, selection, (RecordState.DEAD,))
     )
     requeued = await asyncio.to_thread(outbox.admin.requeue_dead, ids)
-    return f"requeued {len(requeued)} dead record(s)"
+    return f"requeued {counted(len(requeued), 'dead record')}"
 
 
 async def purge_targets(
@@ -49,7 +50,7 @@ async def purge_targets(
     """What a purge of `selection` would drop, and how to say it in the confirmation."""
     if isinstance(selection, list):
         resolved = await asyncio.to_thread(resolve_ids, outbox, selection, PURGEABLE)
-        return resolved, f"{len(resolved)} record(s)"
+        return resolved, f"{counted(len(resolved), 'record')}"
     return selection, "all dead and quarantined records"
 
 
@@ -57,4 +58,4 @@ async def purge_records(outbox: Outbox, targets: AllRecords | list[str]) -> str:
     """Drop dead and quarantined records for good (the caller has the user's confirmation)."""
     purged = await asyncio.to_thread(outbox.admin.purge_dead, targets)
     purged += await asyncio.to_thread(outbox.admin.purge_quarantined, targets)
-    return f"purged {len(purged)} record(s)"
+    return f"purged {counted(len(purged), 'record')}"

@@ -4,9 +4,13 @@ and the inspector's overview. The report itself is `vocabulary.status`."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from pi_memory_bridge.capture.identity import MAIN_BRANCH, BranchIdentity
 from pi_memory_bridge.config import LoadedConfig
+from pi_memory_bridge.inspector_registry import RunningInspector
 from pi_memory_bridge.outbox import OutboxCounts
+from pi_memory_bridge.plural import counted, noun
 from pi_memory_bridge.recall import Layer, RecallOutcome
 from pi_memory_bridge.vocabulary.status import Problem
 
@@ -22,14 +26,15 @@ def outbox_problems(counts: OutboxCounts, pause_reason: str | None) -> list[Prob
     if counts.dead:
         problems.append(
             Problem(
-                f"the memory store refused {counts.dead} captured turn(s)",
+                f"the memory store refused {counted(counts.dead, 'captured turn')}",
                 "see `/tdai-memory-outbox list dead`, then requeue or purge them",
             )
         )
     if counts.quarantined:
         problems.append(
             Problem(
-                f"{counts.quarantined} captured turn(s) could not be read back and were set aside",
+                f"{counted(counts.quarantined, 'captured turn')} could not be read back and "
+                f"{noun(counts.quarantined, 'was', 'were')} set aside",
                 "see `/tdai-memory-outbox list quarantined`; purge them when done",
             )
         )
@@ -88,7 +93,8 @@ def describe_recalled(last: RecallOutcome | None) -> str:
         return "Last recall: nothing in memory matched the last prompt, so nothing was added."
     used = [f"{r.items} from {_LAYER_WORDS[r.layer]}" for r in last.layers if r.state == "ok" and r.items]
     text = (
-        f"Last recall: {last.items} remembered item(s) matched the last prompt and were added to it as "
+        f"Last recall: {counted(last.items, 'remembered item')} matched the last prompt and "
+        f"{noun(last.items, 'was', 'were')} added to it as "
         f"reference ({', '.join(used)}), in {last.elapsed_ms:.0f} ms."
     )
     missed = [_LAYER_WORDS[r.layer] for r in last.layers if r.state in ("failed", "timeout")]
@@ -102,7 +108,7 @@ def describe_waiting(counts: OutboxCounts | None, pause_reason: str | None) -> s
         return "Waiting: unknown (the queue of captured turns cannot be read)."
     if not counts.waiting:
         return "Waiting: nothing; every captured turn is stored."
-    text = f"Waiting: {counts.waiting} captured turn(s) to be stored"
+    text = f"Waiting: {counted(counts.waiting, 'captured turn')} to be stored"
     if pause_reason:
         return f"{text}; delivery is paused (see below)."
     if counts.next_attempt_at is not None and counts.last_error:
@@ -132,6 +138,12 @@ def describe_embeddings(
             )
         if turns_left is not None:
             return "Search by meaning: everything remembered is indexed."
+        # a process that has not searched yet (the terminal's status, a sidecar's first instant):
+        # nothing is loading here, so say when it will be rather than "loading"
+        return (
+            "Search by meaning: ready; its model loads on the first search "
+            "(Pi's memory sidecar loads it when it starts)."
+        )
     tail = f" ({left})" if left else ""
     return f"Search by meaning: the model is loading{tail}; until then memory is searched by its words."
 
@@ -139,10 +151,20 @@ def describe_embeddings(
 def _still_to_embed(turns: int | None, memories: int | None) -> str:
     parts = []
     if turns:
-        parts.append(f"{turns} turn(s)")
+        parts.append(counted(turns, "turn"))
     if memories:
-        parts.append(f"{memories} memory(ies)")
+        parts.append(counted(memories, "memory"))
     return f"{' and '.join(parts)} still to embed" if parts else ""
+
+
+def describe_inspectors(running: Sequence[RunningInspector]) -> str:
+    """The inspectors running for this agent dir, by address only: the token stays out of a report
+    that may be pasted into an issue; `/tdai-memory-ui` shows the full link to this same user."""
+    if not running:
+        return ""
+    addresses = ", ".join(r.address() for r in running)
+    where = "a memory inspector is running at" if len(running) == 1 else "memory inspectors are running at"
+    return f"Inspector: {where} {addresses}; /tdai-memory-ui in Pi gives its link to open it."
 
 
 def describe_budget(loaded: LoadedConfig | None) -> str:

@@ -286,7 +286,7 @@ async def serve_daemon(
         await asyncio.wait_for(pool.close(), STORES_CLOSE_S)
     except TimeoutError:
         log.warning("the stores did not close within %.0f s; leaving them", STORES_CLOSE_S)
-    log.info("background sidecar exiting after %d connection(s)", conns.served)
+    log.info("background sidecar exiting; connections served: %d", conns.served)
     return 0
 
 

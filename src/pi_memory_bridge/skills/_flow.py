@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from pi_memory_bridge.backends.base import BackendError
+from pi_memory_bridge.plural import counted
 from pi_memory_bridge.redact import redact_text
 from pi_memory_bridge.skills._atomic import recover
 from pi_memory_bridge.skills._bundle import SKILL_FILE, SkillBundle, SkillBundleError, fetch_bundle
@@ -187,7 +188,7 @@ async def sync_skills_flow(deps: SyncDeps, args: str, dialog: Dialog) -> Outcome
         current = [f"up to date {_label(r)}" for r in remote]
         return Outcome("\n".join([*current, f"Everything in {deps.skills_dir} is current; nothing to do."]))
     listing = "\n".join(f"{i + 1}. {_label(r)}" for i, r in enumerate(remote))
-    header = f"{len(remote)} skill(s) on the server:\n{listing}"
+    header = f"{counted(len(remote), 'skill')} on the server:\n{listing}"
     try:
         if not dialog.has_ui:
             return await _unattended(deps, source, remote, local, gone, header, args)
@@ -281,7 +282,7 @@ async def _interactive(
     keep_both = await _resolve_conflicts(deps, plans, dialog)
     removable = [s for s in gone if not s.edited]
     remove = bool(removable) and await dialog.confirm(
-        f"Remove {len(removable)} skill(s) deleted on the server?",
+        f"Remove {counted(len(removable), 'skill')} deleted on the server?",
         ", ".join(f"{s.dir_name}/" for s in removable),
     )
     todo = [p for p in plans if p.action in (Action.CREATE, Action.UPDATE) or p.remote.skill_id in keep_both]
@@ -297,7 +298,9 @@ async def _interactive(
     ]
     if remove:
         summary += [f"remove {deps.skills_dir / s.dir_name}/ (deleted on the server)" for s in removable]
-    if not await dialog.confirm(f"Write {len(todo)} skill(s) into {deps.skills_dir}?", "\n".join(summary)):
+    if not await dialog.confirm(
+        f"Write {counted(len(todo), 'skill')} into {deps.skills_dir}?", "\n".join(summary)
+    ):
         return Outcome("Not confirmed: nothing was written.")
     bundles, lines = await _fetch(source, todo)
     written, wrote = await asyncio.to_thread(

@@ -9,6 +9,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from pi_memory_bridge.backends.base import AtomicType, BackendError, Capability, MemoryBackend
 from pi_memory_bridge.instruction_rules import instruction_in
+from pi_memory_bridge.plural import counted
 from pi_memory_bridge.recall.boundary import escape_field, escape_label
 from pi_memory_bridge.recall.layers import l1_label
 from pi_memory_bridge.redact import redact_text
@@ -152,5 +153,5 @@ async def memory_save(
     except BackendError as exc:
         raise ToolFailure(f"saving the memory failed: {redact_text(str(exc)).text}") from None
     verb = "Saved" if saved.created else "Already remembered"
-    note = f" ({redacted.count} secret(s) redacted)" if redacted.count else ""
+    note = f" ({counted(redacted.count, 'secret')} redacted)" if redacted.count else ""
     return f"{verb} ({args.type.value}): {redacted.text}{note}", {"id": saved.id, "created": saved.created}

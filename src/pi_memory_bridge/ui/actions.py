@@ -15,6 +15,7 @@ from pi_memory_bridge.operations.forget import delete_candidates
 from pi_memory_bridge.operations.memory_edit import EditReport, edit_memory, save_profile, save_scenario
 from pi_memory_bridge.operations.outbox import purge_records, purge_targets, requeue_records
 from pi_memory_bridge.outbox import AllRecords, Outbox
+from pi_memory_bridge.plural import counted
 from pi_memory_bridge.recall.trace_log import TraceLogError
 from pi_memory_bridge.ui.reads.outbox import outbox_entries
 from pi_memory_bridge.ui.service import Inspector, plain
@@ -102,7 +103,7 @@ async def clear_traces(insp: Inspector) -> str:
         gone = await asyncio.to_thread(insp.traces.clear)
     except TraceLogError as exc:
         return f"FAILED  {plain(exc)}"
-    return f"deleted {gone} recall trace(s)"
+    return f"deleted {counted(gone, 'recall trace')}"
 
 
 # --- outbox ---------------------------------------------------------------------------------------

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 
+from pi_memory_bridge.plural import counted
+
 
 @dataclass(frozen=True, slots=True)
 class Problem:
@@ -48,6 +50,7 @@ class StatusReport:
     learning_words: str = ""
     catch_up_words: str = ""
     embeddings_words: str = ""
+    inspector_words: str = ""  # running inspectors of this agent dir, by address
 
     def with_pause(self, project: str) -> StatusReport:
         return replace(self, paused_project=project)
@@ -99,22 +102,23 @@ def headline(report: StatusReport) -> str:
         return f"Memory is not working right now: its store {where} is unavailable (see below)."
     if report.problems:
         return (
-            f"Memory works, with {len(report.problems)} problem(s) to look at (below). It is stored {where}."
+            f"Memory works, with {counted(len(report.problems), 'problem')} "
+            f"to look at (below). It is stored {where}."
         )
     return f"Memory is on and working. It is stored {where}."
 
 
 _KINDS = (
-    ("turns", "earlier conversation turn(s)"),
-    ("atomic", "fact(s) and preference(s)"),
-    ("scenarios", "scenario note(s)"),
+    ("turns", "earlier conversation turn", "earlier conversation turns"),
+    ("atomic", "fact or preference", "facts and preferences"),
+    ("scenarios", "scenario note", "scenario notes"),
 )
 
 
 def describe_remembered(report: StatusReport) -> str:
     if not report.counts:
         return "Remembered: unknown (the store cannot be read right now)."
-    parts = [f"{report.counts[key]} {words}" for key, words in _KINDS if report.counts.get(key)]
+    parts = [counted(report.counts[key], one, many) for key, one, many in _KINDS if report.counts.get(key)]
     if report.counts.get("profile"):
         parts.append("a profile of you")
     if not parts:
@@ -132,7 +136,12 @@ def render_status(report: StatusReport) -> str:
             report.session or "This session: no Pi session has used memory yet.",
             *(
                 line
-                for line in (report.learning_words, report.catch_up_words, report.embeddings_words)
+                for line in (
+                    report.learning_words,
+                    report.catch_up_words,
+                    report.embeddings_words,
+                    report.inspector_words,
+                )
                 if line
             ),
         ]

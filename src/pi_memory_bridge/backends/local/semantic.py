@@ -305,8 +305,12 @@ class SemanticIndex:
             return with_questions(text.get(rowid), best_question.get(rowid), weight)
 
         candidates = [
-            Candidate(k.hit.id, k.hit.content, cosine(k.rowid), k.hit.score, k.coverage) for k in keyword
-        ]
+            Candidate(
+                k.hit.id, k.hit.content, cosine(k.rowid), k.hit.score, k.coverage,
+                has_questions=k.rowid in best_question or question_top is None,
+            )
+            for k in keyword
+        ]  # fmt: skip
         keyed = set(by_public.values())
         candidates += [Candidate(_row_key(r), "", cosine(r), None) for r in rows if r not in keyed]
         return candidates

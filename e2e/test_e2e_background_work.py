@@ -148,11 +148,11 @@ def test_an_import_is_embedded_by_the_background_sidecar_after_its_one_pi_left(
     # this import cannot embed (its model is off): it leaves the rows to the background sidecar
     imported = _cli(pi_env, "import", "--yes", extra={"PI_MEMORY_BRIDGE_EMBEDDINGS": "off"})
     assert imported.returncode == 0, imported.stderr
-    assert f"imported {len(said)} turn(s)" in imported.stdout, imported.stdout
+    assert f"imported {len(said)} turns" in imported.stdout, imported.stdout
     assert f"{len(said)} still to embed" in imported.stdout, imported.stdout
     assert _rows(pi_env) == (len(said), 0)
     status = _cli(pi_env, "status")
-    assert f"Search by meaning: {len(said)} turn(s) still to embed" in status.stdout, status.stdout
+    assert f"Search by meaning: {len(said)} turns still to embed" in status.stdout, status.stdout
     before = _search(pi_env, PARAPHRASE)
     assert before["semantic"]["vectors"]["done"] == 0
     assert all(PET not in item["text"] for item in before["items"])  # by its words: not found

@@ -229,7 +229,7 @@ async def test_instruction_shaped_tags_or_questions_are_refused_and_the_job_reco
     assert _rows(backend)[helm] == before[helm]
     job = outcome.summary
     assert (job.enriched, job.refused) == (1, 1) and job.reason.startswith(
-        "refused the tags and questions of 1 memory(ies): 1 instruction to the agent ("
+        "refused the tags and questions of 1 memory: 1 instruction to the agent ("
     )
     [stored] = LearnedMemories(backend.store).ledger.jobs(1)
     assert (stored.refused, stored.reason) == (1, job.reason) and job.reason in describe_job(stored)
@@ -248,7 +248,7 @@ async def test_a_job_whose_every_entry_is_refused_is_recorded_as_failed(backend:
     }
     [stored] = LearnedMemories(backend.store).ledger.jobs(1)
     assert (stored.state, stored.enriched, stored.refused) == ("failed", 0, 1)
-    assert "refused the tags and questions of 1 memory(ies)" in describe_job(stored)
+    assert "refused the tags and questions of 1 memory" in describe_job(stored)
 
 
 async def test_undo_takes_away_exactly_what_the_job_added(backend: LocalBackend) -> None:

@@ -150,13 +150,13 @@ def test_learning_catch_up_and_search_by_meaning_are_sentences_each_fix_once() -
     off = describe_embeddings("unavailable", "weights damaged", None)
     assert "off (weights damaged)" in off and "memory is searched by its words only" in off
     assert "loading" in describe_embeddings("loading", "", None)
-    assert "loading (5 turn(s) still to embed)" in describe_embeddings("loading", "", 5, 0)
+    assert "loading (5 turns still to embed)" in describe_embeddings("loading", "", 5, 0)
 
 
 def test_a_status_outside_the_sidecar_says_what_the_background_sidecar_still_has_to_embed() -> None:
     # `pi-memory-bridge status` loads no model: the rows are counted, not "loading"
     left = describe_embeddings(ModelState.IDLE.value, "", 214, 0)
-    assert left.startswith("Search by meaning: 214 turn(s) still to embed; the background sidecar embeds")
+    assert left.startswith("Search by meaning: 214 turns still to embed; the background sidecar embeds")
     assert "loading" not in left
     assert (
         describe_embeddings(ModelState.IDLE.value, "", 0, 0)

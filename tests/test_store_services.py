@@ -131,7 +131,7 @@ async def test_rows_without_a_vector_are_pending_while_the_model_can_still_embed
         await backend.conversation.add([_turn(i) for i in range(3)])
         work = await services.pending()
         assert work == PendingWork(turns_to_embed=3) and work.any
-        assert work.describe() == "3 turn(s) still to embed"
+        assert work.describe() == "3 turns still to embed"
         await off.conversation.add([_turn(i) for i in range(3)])
         assert off.semantic is not None and off.semantic.handle.wait(10) is None  # settled: unavailable
         services.slot.backend = off  # a model that cannot load: nothing will embed them

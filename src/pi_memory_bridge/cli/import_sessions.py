@@ -128,7 +128,7 @@ async def _embed(backend: MemoryBackend) -> str:
     stop = threading.Event()  # Ctrl-C: the batch in hand is stored, the rest is the sidecar's
 
     def progress(done: int, left: int) -> None:
-        print(f"embedding: {min(done, left)}/{left} row(s)", file=sys.stderr, flush=True)
+        print(f"embedding: {min(done, left)}/{counted(left, 'row')}", file=sys.stderr, flush=True)
 
     try:
         report = await asyncio.to_thread(backend.embed_missing, MODEL_WAIT_S, stop, progress)
@@ -141,7 +141,7 @@ async def _embed(backend: MemoryBackend) -> str:
     if not report.left:
         return f"; {report.embedded} embedded for search by meaning"
     if report.elsewhere:
-        return f"; {report.left} row(s) to embed: the background sidecar is embedding them"
+        return f"; {counted(report.left, 'row')} to embed: the background sidecar is embedding them"
     why = redact_text(report.why_left).text
     return (
         f"; {report.embedded} embedded, {report.left} still to embed ({why}): the background "

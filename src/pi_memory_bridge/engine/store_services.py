@@ -26,6 +26,7 @@ from pi_memory_bridge.backends.base import BackendError, MemoryBackend, Searches
 from pi_memory_bridge.config import LoadedConfig, data_dir
 from pi_memory_bridge.embeddings import ModelState
 from pi_memory_bridge.engine.backend_slot import BackendSlot
+from pi_memory_bridge.plural import counted
 from pi_memory_bridge.recall.trace_log import TraceLog, open_trace_log
 
 if TYPE_CHECKING:
@@ -68,11 +69,11 @@ class PendingWork:
     def describe(self) -> str:
         parts = []
         if self.turns_to_embed:
-            parts.append(f"{self.turns_to_embed} turn(s) still to embed")
+            parts.append(f"{counted(self.turns_to_embed, 'turn')} still to embed")
         if self.memories_to_embed:
-            parts.append(f"{self.memories_to_embed} memory(ies) still to embed")
+            parts.append(f"{counted(self.memories_to_embed, 'memory')} still to embed")
         if self.turns_to_deliver:
-            parts.append(f"{self.turns_to_deliver} turn(s) still to deliver")
+            parts.append(f"{counted(self.turns_to_deliver, 'turn')} still to deliver")
         if self.catch_up_running:
             parts.append("a catch-up pass running")
         if self.learning_running:

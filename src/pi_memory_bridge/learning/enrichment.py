@@ -28,6 +28,7 @@ from pi_memory_bridge.learning.schemas import (
     Question,
     Tag,
 )
+from pi_memory_bridge.plural import counted
 from pi_memory_bridge.redact import redact_text
 
 ENRICH_TAG = "[pi-memory-bridge:enrich v1]"
@@ -92,7 +93,7 @@ class Cues:
     def refusal_note(self) -> str:
         """The job record's word on what the post-check refused."""
         what = "; ".join(f"{n} {k}" for k, n in sorted(self.dropped.items()) if k.startswith(INSTRUCTION))
-        return f"refused the tags and questions of {self.refused} memory(ies): {what}" if what else ""
+        return f"refused the tags and questions of {counted(self.refused, 'memory')}: {what}" if what else ""
 
 
 def cues_from_answer(answer: EnrichAnswer, shown: Mapping[str, MemoryRow]) -> Cues | Refused:

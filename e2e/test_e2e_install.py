@@ -1,13 +1,18 @@
 """The user's install, end to end and offline: the built wheel installed the way pipx does (not on
 PATH), the built npm tarball installed with `pi install npm:pi-memory-bridge`, in a throw-away
 home, on both Pi versions: Pi lists it, captures and recalls, doctor is all ok; without the
-sidecar the footer and status name the install command; `pi install <repository root>` works."""
+sidecar the footer and status name the install command; `pi install <repository root>` works;
+README's venv route (no uv, no pipx) gives Pi with memory and a working inspector."""
 
 from __future__ import annotations
 
+import http.cookiejar
 import os
+import re
 import shutil
 import subprocess
+import sys
+import urllib.request
 import zipfile
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -18,7 +23,7 @@ import pytest
 from bridge import SIDECAR, stored_turns, write_config
 from harness import REPO_ROOT, FakeModel, PiEnv, PiInstall, ScriptedDialogs, TextReply, pi_installs
 from harness.tmux import TmuxPi
-from install_kit import PACKAGE, npm_pack, npm_wrapper, tool_install, wheelhouse
+from install_kit import OFFLINE_PIP, PACKAGE, npm_pack, npm_wrapper, tool_install, wheelhouse
 
 pytestmark = pytest.mark.slow
 BASE_PATH = "/usr/bin:/bin"  # no checkout venv, no ~/.local/bin: the extension must find the sidecar
@@ -125,6 +130,57 @@ def test_two_command_install_lists_captures_recalls_and_doctor_is_ok(
     answered = rpc.prompt_and_settle("hello without memory")
     assert answered.response.get("success"), answered.response
     assert rpc.close() == 0
+
+
+def test_the_readme_venv_route_gives_pi_with_memory_and_a_working_inspector(
+    home: PiEnv, fake_model: FakeModel, kit: Kit, tmp_path: Path
+) -> None:
+    """A machine with neither uv nor pipx: README's venv lines, run as written (offline: pip reads
+    the built wheels, npm the built tarball), give a `pi` with memory and a working inspector."""
+    readme = (REPO_ROOT / "README.md").read_text(encoding="utf-8")
+    [lines] = re.findall(r"```bash venv-install\n(.*?)```", readme, flags=re.DOTALL)
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "python3").symlink_to(getattr(sys, "_base_executable", sys.executable))
+    (bin_dir / "pi").write_text(f'#!/bin/sh\nexec "{home.install.node}" "{home.install.cli}" "$@"\n')
+    (bin_dir / "pi").chmod(0o755)
+    home.write_settings({"npmCommand": [str(npm_wrapper(tmp_path / "npm-bin", kit.tarball))]})
+    shell_env = {**home.environ(), **OFFLINE_PIP, "PIP_FIND_LINKS": str(kit.wheels)}
+    shell_env["PATH"] = f"{bin_dir}:{home.install.node.parent}:{BASE_PATH}"
+    ran = subprocess.run(["bash", "-euc", lines], env=shell_env, cwd=home.work_dir, capture_output=True,
+                         text=True, timeout=600, check=False)  # fmt: skip
+    assert ran.returncode == 0, ran.stdout + ran.stderr
+    program = home.home / ".local" / "share" / PACKAGE / "bin" / PACKAGE
+    assert program.is_file()
+    # what README tells the user to put in ~/.profile
+    home.extra_env["PI_MEMORY_BRIDGE_CMD"] = f"{program} serve"
+    write_config(home, {"recall": {"deadlineMs": 15000}})  # a loaded machine must not drop a layer
+
+    fake_model.script(TextReply("Noted."), TextReply("Postgres."))
+    first = home.run_print(["Our billing database is Postgres on port 6543."])
+    assert first.returncode == 0, first.stderr
+    assert any("6543" in t["user_text"] for t in stored_turns(home))
+    second = home.run_print(["Which port does the billing database use?"])
+    assert second.returncode == 0, second.stderr
+    assert "6543" in _system_prompt_block(fake_model)
+
+    inspector = subprocess.Popen(
+        [str(program), "ui", "--no-open", "--idle-minutes", "1"], env=home.environ(), cwd=home.work_dir,
+        stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
+    )  # fmt: skip
+    try:
+        assert inspector.stdout is not None
+        url = inspector.stdout.readline().strip()
+        assert url.startswith("http://127.0.0.1:"), url
+        # the start address sets the session cookie and sends the browser on: keep the cookie
+        browser = urllib.request.build_opener(urllib.request.HTTPCookieProcessor(http.cookiejar.CookieJar()))
+        with browser.open(url, timeout=30) as page:
+            body = page.read().decode("utf-8", "replace")
+            assert page.status == 200, body[:300]
+        assert "Pi memory inspector" in body, body[:300]
+    finally:
+        inspector.terminate()
+        inspector.wait(timeout=30)
 
 
 def test_pi_install_of_the_repository_root_works(home: PiEnv, fake_model: FakeModel) -> None:

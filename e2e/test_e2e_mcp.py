@@ -101,7 +101,8 @@ async def test_sdk_clients_share_the_store_with_a_capturing_pi_session(
     assert f"[fact {time.strftime('%Y-%m-%d', time.gmtime())} via Claude Code] {FACT}" in shown.stdout
     result = await turn
     assert result.ran
-    assert any("release train" in t["user_text"] for t in stored_turns(pi_env))  # Pi captured meanwhile
+    # Pi captured meanwhile (its delivery runs after the turn settles)
+    _wait(lambda: any("release train" in t["user_text"] for t in stored_turns(pi_env)), 30, "Pi's capture")
     assert list((runtime_dir / f"pi-memory-bridge-{os.getuid()}").glob("*.sock"))  # through the daemon
     assert rpc.close() == 0
 

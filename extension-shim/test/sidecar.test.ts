@@ -218,7 +218,8 @@ process.stdout.write(String(sc.pid));
 	assert.ok(await until(() => !alive(ready.pid), 1_000), `the exit hook ends the ready child ${ready.pid}`);
 	// a call the host awaits on a sidecar that hangs after initialize: up to its deadline, no longer
 	const held = await host(`${start(HANG_AFTER_INIT, 3000)}await sc.call("recall", {}, 800, { hold: true }).catch(() => undefined);`);
-	assert.ok(held.ms - alone >= 700 && held.ms - alone < 2_000, `host lived ${held.ms} ms (alone ${alone} ms)`);
+	// at least the call's deadline in all (a slow "alone" run must not eat into it), and not much more
+	assert.ok(held.ms >= 750 && held.ms - alone < 2_000, `host lived ${held.ms} ms (alone ${alone} ms)`);
 	assert.ok(await until(() => !alive(held.pid), 1_000), `the exit hook ends the hung child ${held.pid}`);
 });
 

@@ -13,10 +13,7 @@ file counts as no history (the current pause still holds) and is replaced on the
 
 from __future__ import annotations
 
-import contextlib
 import json
-import os
-import tempfile
 import time
 from collections.abc import Collection
 from dataclasses import dataclass
@@ -24,6 +21,8 @@ from pathlib import Path
 from typing import Final
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from pi_memory_bridge.private_files import write_atomically
 
 HISTORY_FILE: Final = "pause-history.json"
 MAX_HISTORY_BYTES: Final = 1 << 20
@@ -58,20 +57,7 @@ def _read(path: Path) -> _History:
 
 
 def _write(path: Path, history: _History) -> None:
-    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-    text = json.dumps(history.model_dump(by_alias=True), indent=1)
-    fd, temp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            os.fchmod(handle.fileno(), 0o600)
-            handle.write(text + "\n")
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(temp_name, path)
-    except BaseException:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(temp_name)
-        raise
+    write_atomically(path, json.dumps(history.model_dump(by_alias=True), indent=1) + "\n")
 
 
 def record(data_dir: Path, project: str, *, paused: bool, now_ms: int | None = None) -> None:

@@ -11,8 +11,10 @@ makes those private too; `prepare_sqlite_file` does that and tightens the ones t
 
 from __future__ import annotations
 
+import contextlib
 import os
 import stat
+import tempfile
 from pathlib import Path
 from typing import Final
 
@@ -88,3 +90,23 @@ def private_opener(path: str, flags: int) -> int:
     """For `open(..., opener=private_opener)`: a file it creates is 0600 (tighten an existing
     one with `tighten_file`)."""
     return os.open(path, flags | os.O_CLOEXEC, PRIVATE_FILE_MODE)
+
+
+def write_atomically(path: Path, text: str) -> None:
+    """Replace `path` with `text` (0600) so that a reader or a crash sees the old file or the new
+    one, never a part: a temp file beside it, fsynced, renamed over it, then the folder fsynced
+    (without that, a crash can bring the old file back)."""
+    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    fd, temp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            os.fchmod(handle.fileno(), PRIVATE_FILE_MODE)
+            handle.write(text)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(temp_name, path)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(temp_name)
+        raise
+    fsync_dir(path.parent)

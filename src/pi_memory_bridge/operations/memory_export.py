@@ -249,12 +249,16 @@ async def import_memory(backend: MemoryBackend, data: ExportFile) -> ImportRepor
         except (BackendError, OSError) as exc:
             report.failures.append(f"note {note.path}: {clean(str(exc))}")
     if data.profile:
-        current = await view.profile(backend)
-        if current is not None:
-            report.profile = "kept the existing one"
-        else:
-            await asyncio.to_thread(writer.write_profile, clean(data.profile))
-            report.profile = "added"
+        try:
+            current = await view.profile(backend)
+            if current is not None:
+                report.profile = "kept the existing one"
+            else:
+                await asyncio.to_thread(writer.write_profile, clean(data.profile))
+                report.profile = "added"
+        except (BackendError, OSError) as exc:  # what was imported above must still be reported
+            report.profile = "not imported"
+            report.failures.append(f"profile: {clean(str(exc))}")
     return report
 
 

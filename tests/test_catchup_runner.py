@@ -269,6 +269,9 @@ def test_capture_since_is_recorded_once_and_an_unreadable_record_restarts_from_n
     assert capture_since(tmp_path, now_ms=T0_MS + 5) == type(first)(T0_MS, recorded_now=False)
     (tmp_path / SINCE_FILENAME).write_text("garbage", encoding="ascii")
     assert capture_since(tmp_path, now_ms=T0_MS + 9).ms == T0_MS + 9
+    (tmp_path / SINCE_FILENAME).write_bytes(b"\xff\xfe17\x00")  # not even text: the same, not a failure
+    assert capture_since(tmp_path, now_ms=T0_MS + 12) == type(first)(T0_MS + 12, recorded_now=True)
+    assert (tmp_path / SINCE_FILENAME).read_text(encoding="ascii") == f"{T0_MS + 12}\n"
 
 
 def test_an_unreadable_watermark_row_is_ignored(tmp_path: Path) -> None:
@@ -311,3 +314,58 @@ async def test_a_stop_that_meets_a_nudge_still_stops_the_runner(agent: Path, out
     stopping = asyncio.create_task(r.stop())
     done, _ = await asyncio.wait({stopping}, timeout=20)  # a hang guard, not a measurement
     assert stopping in done
+
+
+async def test_a_state_written_by_a_newer_version_stops_catch_up_with_a_clear_error_and_is_kept(
+    agent: Path, outbox: Outbox
+) -> None:
+    import sqlite3
+
+    session(agent).turn("said while the state was newer")
+    conn = sqlite3.connect(agent / "memory-bridge" / DB_FILENAME)
+    conn.execute("PRAGMA user_version = 99")
+    conn.close()
+    r = runner(agent, outbox)
+    outcome = await r.run_pass()
+    assert outcome.failed and queued_texts(outbox) == []
+    assert "newer pi-memory-bridge; upgrade it" in (r.progress.last_error or "")
+    conn = sqlite3.connect(agent / "memory-bridge" / DB_FILENAME)
+    assert conn.execute("PRAGMA user_version").fetchone()[0] == 99  # not downgraded or rebuilt
+    conn.close()
+
+
+async def test_a_damaged_state_file_or_record_fails_the_pass_with_what_is_wrong(
+    agent: Path, outbox: Outbox
+) -> None:
+    session(agent).turn("said while the state was damaged")
+    root = agent / "memory-bridge"
+    (root / DB_FILENAME).write_bytes(b"this is not a SQLite database, " * 64)
+    damaged = runner(agent, outbox)
+    assert (await damaged.run_pass()).failed and queued_texts(outbox) == []
+    assert "cannot open the catch-up state" in (damaged.progress.last_error or "")
+    (root / DB_FILENAME).unlink()
+    (root / SINCE_FILENAME).unlink()
+    (root / SINCE_FILENAME).mkdir()  # cannot be read at all (not merely garbage)
+    unreadable = runner(agent, outbox)
+    assert (await unreadable.run_pass()).failed and queued_texts(outbox) == []
+    assert f"cannot read {root / SINCE_FILENAME}" in (unreadable.progress.last_error or "")
+    assert unreadable.progress.describe().startswith("starting; no pass finished: StateError: cannot read")
+
+
+async def test_a_session_file_too_large_to_read_is_reported_and_the_others_are_caught_up(
+    agent: Path, outbox: Outbox
+) -> None:
+    from pi_memory_bridge.catchup.files import MAX_FILE_BYTES
+
+    session(agent, "small").turn("from the small file")
+    huge = session(agent, "huge")
+    huge.turn("never read")
+    os.truncate(huge.path, MAX_FILE_BYTES + 1)  # sparse: no disk is used
+    r = runner(agent, outbox)
+    outcome = await r.run_pass()
+    assert not outcome.failed and queued_texts(outbox) == ["from the small file"]
+    assert r.progress.unreadable == {str(huge.path): "too large to read (256 MiB)"}
+    assert "1 unreadable file" in r.progress.describe()
+    huge.path.unlink()  # the user removed it: no longer reported
+    await r.run_pass()
+    assert r.progress.unreadable == {}

@@ -80,7 +80,9 @@ class CatchUpProgress:
 
     def describe(self, now: float | None = None) -> str:
         if self.last_pass_at is None:
-            return "declining (capture is off)" if self.declining else "starting"
+            first = "declining (capture is off)" if self.declining else "starting"
+            # a pass that fails before it ends (state unreadable) would otherwise say "starting" for good
+            return f"{first}; no pass finished: {self.last_error}" if self.last_error else first
         ago = (now if now is not None else time.time()) - self.last_pass_at
         parts = [f"last pass {ago:.0f} s ago ({self.files_known} session files, {self.files_read} read)"]
         if self.declining:

@@ -316,10 +316,10 @@ def capture_since(root: Path, *, now_ms: int | None = None) -> CaptureSince:
     """When memory first ran in this agent dir (the shim's record, else recorded now)."""
     path = root / SINCE_FILENAME
     try:
-        text = path.read_text(encoding="ascii").strip()
+        text = path.read_bytes().decode("ascii", errors="replace").strip()
     except FileNotFoundError:
         text = None
-    except (OSError, UnicodeDecodeError) as exc:
+    except OSError as exc:
         raise StateError(f"cannot read {path}: {exc}") from exc
     if text is not None and text.isdigit() and int(text) >= _MIN_PLAUSIBLE_MS:
         return CaptureSince(int(text), recorded_now=False)

@@ -15,7 +15,7 @@ from pi_memory_bridge.backends.local import LocalBackend
 from pi_memory_bridge.operations.forget import ForgetDeps, delete_candidates
 from pi_memory_bridge.recall import Layer, RecallBudget, recall
 from pi_memory_bridge.recall.trace import RecallTrace
-from pi_memory_bridge.recall.trace_log import DB_FILENAME, FORGOTTEN, TraceLog
+from pi_memory_bridge.recall.trace_log import DB_FILENAME, FORGOTTEN, TraceLog, open_trace_log
 from pi_memory_bridge.vocabulary.forget import ForgetCandidate
 
 PROMPT = "which Go style conventions do I prefer for the backend?"
@@ -191,3 +191,68 @@ async def test_the_engine_records_a_trace_per_prompt(tmp_path: Path) -> None:
         assert [(i.layer, i.fate) for i in stored.trace.items] == [(str(Layer.L1), "injected")]
     finally:
         await engine.shutdown()
+
+
+async def test_a_damaged_trace_file_turns_traces_off_and_recall_goes_on(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / DB_FILENAME).write_bytes(b"not a database at all " * 100)
+    assert await open_trace_log(data) is None
+    assert "recall traces are off: cannot open the recall traces" in caplog.text
+    assert (
+        data / DB_FILENAME
+    ).read_bytes() == b"not a database at all " * 100  # left for the user to look at
+
+
+def test_an_unreadable_trace_row_is_skipped_and_the_others_are_read(log: TraceLog) -> None:
+    import sqlite3
+
+    log.write(_trace(1, "at-a", "kept text"))
+    bad_id = log.write(_trace(2, "at-b", "to be damaged"))
+    conn = sqlite3.connect(log.path)
+    conn.execute("UPDATE traces SET body = '{\"at\": 3' WHERE id = ?", (bad_id,))
+    conn.commit()
+    conn.close()
+    assert [s.trace.prompt for s in log.recent()] == ["prompt 1"]
+    assert log.get(bad_id) is None
+    assert log.scrub(["at-a"]) == 1  # the damaged row does not stop forgetting in the others
+    assert [i.text for s in log.recent() for i in s.trace.items] == [FORGOTTEN]
+
+
+async def test_a_trace_that_cannot_be_written_is_dropped_with_a_warning_and_a_failed_scrub_is_reported(
+    local: LocalBackend, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    import sqlite3
+
+    traces = TraceLog.open(tmp_path / "traces")
+    try:
+        other = sqlite3.connect(traces.path)
+        other.execute("DROP TABLE traces")  # damaged under the sidecar: every statement now fails
+        other.close()
+        traces.record(_trace(1))  # recall's recorder: never raises into the prompt
+        await traces.drain()
+        assert "recall trace not kept: writing a recall trace to" in caplog.text
+        saved = await local.memories.save("my locker code is quetzalcoatl7781", "fact", "user")
+        deps = ForgetDeps(backend=local, backend_problem="", forgotten=traces.scrub_forgotten)
+        cand = ForgetCandidate.for_memory(saved.id, "fact", "my locker code is quetzalcoatl7781", None)
+        lines = await delete_candidates(deps, [cand])
+        assert lines[0].startswith("deleted")  # the memory is gone; the copy that may remain is named
+        assert lines[1].startswith(
+            "FAILED  to remove copies in recall traces: scrubbing the recall traces in"
+        )
+    finally:
+        traces.close()
+
+
+async def test_a_trace_queued_as_the_log_closes_is_dropped_with_a_warning(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    traces = TraceLog.open(tmp_path / "traces")
+    traces.close()  # the sidecar shutting down while recall still records
+    traces.record(_trace(1))
+    await traces.drain()
+    assert "recall trace not kept: writing a recall trace to" in caplog.text
+    with pytest.raises(OSError, match="scrubbing the recall traces in"):
+        await traces.scrub_forgotten([ForgetCandidate.for_memory("at-x", "fact", "x", None)])

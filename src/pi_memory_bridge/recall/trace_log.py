@@ -9,6 +9,7 @@ and returns; a failing write is logged and the trace is lost, nothing else.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import os
 import sqlite3
@@ -80,8 +81,10 @@ class TraceLog:
             try:
                 yield self._conn
             except sqlite3.Error as exc:
-                if self._conn.in_transaction:
-                    self._conn.execute("ROLLBACK")
+                # a closed connection (shutdown) fails the rollback too: the caller still gets TraceLogError
+                with contextlib.suppress(sqlite3.Error):
+                    if self._conn.in_transaction:
+                        self._conn.execute("ROLLBACK")
                 raise TraceLogError(f"{action} {self.path}: {exc}") from exc
 
     # --- writing (the sidecar) ------------------------------------------------------------------

@@ -117,6 +117,11 @@ def test_a_corrupt_cache_is_rebuilt_never_used(
         "array-missing",
         "prefix-table-damaged",
         "source-changed",
+        "manifest-too-large",
+        "manifest-of-another-python",
+        "manifest-lists-other-files",
+        "manifest-lists-other-prefix-arrays",
+        "tokenizer-of-another-shape",
     ],
 )
 def test_any_damage_to_the_cache_is_refused(
@@ -137,10 +142,48 @@ def test_any_damage_to_the_cache_is_refused(
         (directory / "a.proj_W.npy").unlink()
     elif damage == "prefix-table-damaged":
         _flip_byte(directory / "p.keys.npy", offset=5000)
-    else:
+    elif damage == "source-changed":
         files = _copy_files(tmp_path / "wheel")  # same bytes, another file: not what was cached
-    with pytest.raises(cache.CacheInvalid):
+        shutil.copytree(directory, root / cache.cache_key(files))  # found under the new key
+    else:
+        _edit_manifest(directory, damage)
+    with pytest.raises(cache.CacheInvalid, match=_REFUSAL.get(damage, "")):
         cache.load(root, files)
+
+
+_REFUSAL = {
+    "source-changed": "changed since the cache was built",
+    "manifest-too-large": "manifest too large",
+    "manifest-of-another-python": "another model, format or Python",
+    "manifest-lists-other-files": "does not list the expected files",
+    "manifest-lists-other-prefix-arrays": "does not list the prefix table's arrays",
+    "tokenizer-of-another-shape": "tokenizer tables have an unexpected shape",
+}
+
+
+def _edit_manifest(directory: Path, damage: str) -> None:
+    """A manifest that is well-formed JSON but does not describe this cache (every file's hash
+    still matches what it lists, so only the check named by `damage` can refuse it)."""
+    import hashlib
+    import json
+    import marshal
+
+    path = directory / cache.MANIFEST
+    manifest = json.loads(path.read_text())
+    if damage == "manifest-too-large":
+        path.write_text(json.dumps(manifest) + " " * cache.MAX_MANIFEST_BYTES)
+        return
+    if damage == "manifest-of-another-python":
+        manifest["python"] = "2.7"
+    elif damage == "manifest-lists-other-files":
+        manifest["files"]["a.extra.npy"] = "0" * 64
+    elif damage == "manifest-lists-other-prefix-arrays":
+        manifest["prefix_table"] = manifest["prefix_table"][1:]
+    else:
+        blob = marshal.dumps(["not", "the", "tables"])
+        (directory / cache.TOKENIZER_FILE).write_bytes(blob)
+        manifest["files"][cache.TOKENIZER_FILE] = hashlib.sha256(blob).hexdigest()
+    path.write_text(json.dumps(manifest))
 
 
 def test_the_sidecar_can_name_the_model_without_importing_numpy() -> None:

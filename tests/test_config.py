@@ -245,6 +245,10 @@ def test_json_syntax_error_names_file_and_line(agent_dir: Path) -> None:
         ("", "invalid JSON at line 1, column 1"),
         ('{"recall": {"maxChars": NaN}}', "NaN is not a JSON number"),
         (b"\xff\xfe{}", "is not UTF-8 text"),
+        ('"local"', "must hold a JSON object ({...}), not a string"),
+        ("null", "must hold a JSON object ({...}), not null"),
+        ("true", "must hold a JSON object ({...}), not a boolean"),
+        ("3", "must hold a JSON object ({...}), not a number"),
     ],
 )
 def test_unusable_json_documents(agent_dir: Path, text: str | bytes, expected: str) -> None:
@@ -256,6 +260,24 @@ def test_unusable_json_documents(agent_dir: Path, text: str | bytes, expected: s
         path.write_text(text)
     loaded = load(agent_dir)
     assert any(expected in m for m in messages(loaded)), messages(loaded)
+    assert loaded.config.enabled is False
+
+
+@pytest.mark.parametrize(
+    ("make", "expected"),
+    [
+        (os.mkfifo, "is not a regular file; a config file must be a regular file"),
+        (lambda p: p.symlink_to(p), "cannot be read: Too many levels of symbolic links"),
+    ],
+)
+def test_a_config_path_that_is_no_file_is_refused_without_blocking(
+    agent_dir: Path, make: Callable[[Path], object], expected: str
+) -> None:
+    path = global_config_path(agent_dir)
+    path.parent.mkdir(parents=True)
+    make(path)
+    loaded = load(agent_dir)
+    assert f"{path}: {expected}" in messages(loaded), messages(loaded)
     assert loaded.config.enabled is False
 
 
@@ -672,6 +694,29 @@ def test_key_file_with_more_than_one_token_is_refused(agent_dir: Path) -> None:
 def test_oversized_key_file_is_refused(agent_dir: Path) -> None:
     problem = key_file_error(agent_dir, lambda key: write_key(key, "k" * (MAX_KEY_FILE_BYTES + 1)))
     assert f"is larger than {MAX_KEY_FILE_BYTES} bytes" in problem.message
+
+
+def test_key_file_that_is_not_utf8_is_refused_without_echoing_it(agent_dir: Path) -> None:
+    def latin1(key: Path) -> None:
+        key.write_bytes(b"sk-caf\xe9-secret\n")
+        key.chmod(0o600)
+
+    problem = key_file_error(agent_dir, latin1)
+    assert problem.message.endswith("is not UTF-8 text") and "secret" not in problem.message
+
+
+def test_key_file_below_a_file_is_reported_as_unreadable(agent_dir: Path) -> None:
+    blocker = write_key(data_dir(agent_dir) / "keys")  # a file where the key's folder should be
+    path = memorycore_global(agent_dir, userKeyFile="keys/user.key")
+    problem = only_problem(load(agent_dir), "memorycore.userKeyFile")
+    assert problem.severity == "error" and problem.source == str(path)
+    assert problem.message == f"{blocker / 'user.key'} cannot be read: Not a directory"
+
+
+def test_key_file_that_is_a_device_is_refused(agent_dir: Path) -> None:
+    memorycore_global(agent_dir, userKeyFile="/dev/null")
+    problem = only_problem(load(agent_dir), "memorycore.userKeyFile")
+    assert problem.message.startswith("/dev/null is not a regular file; a key file must be a regular file")
 
 
 def test_key_file_at_the_size_limit_is_accepted(agent_dir: Path) -> None:

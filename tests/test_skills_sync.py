@@ -121,6 +121,45 @@ def test_server_front_matter_is_not_copied_through() -> None:
     assert "allowed-tools" not in rendered and rendered.endswith("Body\n")
 
 
+@pytest.mark.parametrize(
+    ("content", "why"),
+    [
+        ("---\nname: go-style\ndescription: never closed\n", "not closed with '---'"),
+        ("---\nname: go-style\n- a list item\n---\nBody\n", "unreadable front-matter line"),
+        ('---\ndescription: "unterminated\n---\nBody\n', "bad double-quoted value"),
+        ('---\ndescription: "a" "b"\n---\nBody\n', "bad double-quoted value"),
+        ("---\ndescription: 'unterminated\n---\nBody\n", "bad single-quoted value"),
+    ],
+)
+async def test_a_skill_md_with_unreadable_front_matter_is_refused_and_the_others_synced(
+    client: FakeSkillClient, tmp_path: Path, content: str, why: str
+) -> None:
+    client.skills[0].content = content  # from the server: its bad day, not ours to guess through
+    _, last = await drive(sync_flow(deps(client, tmp_path), "", has_ui=True), [ALL, True])
+    assert "FAILED  go-style" in last.message and why in last.message, last.message
+    assert not (tmp_path / "skills" / "go-style").exists()
+    assert (tmp_path / "skills" / "sql-review" / "SKILL.md").exists()
+
+
+def test_front_matter_values_read_as_pi_reads_them() -> None:
+    doc = split_front_matter("---\nname: 'it''s'\n# a comment\n\ndescription: plain # trailing\n---\nBody")
+    assert doc.fields == {"name": "it's", "description": "plain"}
+    assert split_front_matter("no front matter\n---\n").fields == {}
+
+
+@pytest.mark.parametrize(
+    ("name", "description", "why"),
+    [("Not Valid", "d", "is not a valid Pi skill name"), ("ok-name", " \n\t ", "needs a description")],
+)
+def test_a_skill_is_not_rendered_without_a_valid_name_and_a_description(
+    name: str, description: str, why: str
+) -> None:
+    from pi_memory_bridge.skills import FrontMatterError
+
+    with pytest.raises(FrontMatterError, match=why):
+        render_skill_md(name, description, "body")
+
+
 # ---- listing -----------------------------------------------------------------------------------
 
 

@@ -106,8 +106,7 @@ def _scalar(value: str) -> str:
             decoded = json.loads(value)
         except ValueError:
             raise FrontMatterError(f"bad double-quoted value: {value[:80]!r}") from None
-        if not isinstance(decoded, str):
-            raise FrontMatterError(f"bad double-quoted value: {value[:80]!r}")
+        assert isinstance(decoded, str)  # JSON that starts with '"' and parses whole is a string
         return decoded
     if value.startswith("'"):
         if len(value) < 2 or not value.endswith("'"):

@@ -242,3 +242,35 @@ def test_a_read_only_data_dir_says_so_and_keeps_the_store(tmp_path: Path) -> Non
         assert not ddir.ok and "read-only filesystem" in ddir.detail and "intact" in ddir.fix
         assert _by_name(checks, "store").ok
         assert not any(_advises_moving_the_store(c) for c in checks), render(checks)
+
+
+# ---- a data dir or a database that is no such thing -------------------------------------------------
+
+
+def test_a_data_dir_that_is_a_file_fails_doctor_and_is_left_as_it_is(tmp_path: Path) -> None:
+    agent = tmp_path / "agent"
+    agent.mkdir()
+    (agent / "memory-bridge").write_text("not a directory")
+    checks = run_checks(_env(agent), tmp_path)
+    ddir = _by_name(checks, "data dir")
+    assert not ddir.ok and ddir.detail.endswith("memory-bridge is not a directory")
+    assert "remove or rename" in ddir.fix
+    assert (agent / "memory-bridge").read_text() == "not a directory"
+
+
+def test_a_data_dir_that_cannot_be_created_fails_doctor(tmp_path: Path) -> None:
+    with _tmpfs(tmp_path / "small", "1m") as mount:
+        subprocess.run(["mount", "-o", "remount,ro", str(mount)], check=True)
+        checks = run_checks(_env(mount / "agent"), tmp_path)
+        ddir = _by_name(checks, "data dir")
+        assert not ddir.ok and f"cannot be created: {mount} is not writable" in ddir.detail
+        assert "PI_CODING_AGENT_DIR" in ddir.fix
+
+
+def test_a_store_path_that_is_no_file_fails_doctor_without_calling_it_damaged(tmp_path: Path) -> None:
+    agent = tmp_path / "agent"
+    (agent / "memory-bridge" / "memory.sqlite3").mkdir(parents=True)  # a directory in the store's place
+    checks = run_checks(_env(agent), tmp_path)
+    store = _by_name(checks, "store")
+    assert not store.ok and store.detail.endswith("memory.sqlite3 is not a file"), render(checks)
+    assert "damaged" not in store.detail and ".recover" not in store.fix

@@ -180,6 +180,10 @@ def inspect_sqlite(
     a failed integrity check or an unreadable file is damage."""
     if not db.exists():
         return ok(name, f"{db} {missing}")
+    if not db.is_file():  # SQLite's "disk I/O error" for it would read as damage, and .recover as help
+        return fail(
+            name, f"{db} is not a file", f"remove or rename {db}; it must be the {what}'s database file"
+        )
     if not os.access(db, os.R_OK):
         return fail(name, f"{db} cannot be read (permission denied)", f"as its owner: chmod 600 {db}")
     try:
@@ -228,7 +232,7 @@ def loose_files(paths: list[Path]) -> list[str]:
     for path in paths:
         try:
             info = os.lstat(path)
-        except FileNotFoundError:
+        except OSError:  # absent, or below something that is not a directory: nothing of ours to tighten
             continue
         if not stat.S_ISLNK(info.st_mode) and info.st_uid == os.geteuid() and info.st_mode & 0o077:
             found.append(str(path))

@@ -241,3 +241,68 @@ async def test_a_failing_layer_is_left_out_and_named_as_recall_does(
         assert failed.is_error and "the turns index is busy" in failed.text
     finally:
         await memory.close()
+
+
+async def test_a_damaged_store_is_an_error_reply_for_every_tool_and_is_left_untouched(
+    agent_dir: Path, tmp_path: Path
+) -> None:
+    store = data_dir(agent_dir) / "memory.sqlite3"
+    store.parent.mkdir(parents=True)
+    store.write_bytes(b"not a database " * 500)
+    memory = _memory(agent_dir, tmp_path / "work")
+    try:
+        for name, args in (
+            ("memory_search", {"query": "Go tabs"}),
+            ("memory_remember", {"text": "Go services use tabs"}),
+            ("memory_list", {}),
+            ("memory_forget_preview", {"query": "tabs"}),
+        ):
+            reply = await memory.call(name, args)
+            assert reply.is_error and reply.text.startswith("memory store unavailable: "), (name, reply)
+            assert "file is not a database" in reply.data["error"]
+        assert store.read_bytes() == b"not a database " * 500
+    finally:
+        await memory.close()
+
+
+async def test_forget_works_from_the_store_when_the_outbox_cannot_be_opened(
+    agent_dir: Path, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    await _seed(agent_dir)
+    outbox = data_dir(agent_dir) / "outbox.sqlite3"
+    outbox.write_bytes(b"not a database " * 500)
+    memory = _memory(agent_dir, tmp_path / "work")
+    try:
+        preview = await memory.call("memory_forget_preview", {"query": "lunch"})
+        assert not preview.is_error and "outbox unavailable for forget" in caplog.text
+        chosen = [c["id"] for c in preview.data["candidates"] if c["id"].startswith("L1:")]
+        done = await memory.call("memory_forget", {"ids": chosen})
+        assert not done.is_error and not _rows(agent_dir, "SELECT 1 FROM atomic WHERE content LIKE '%lunch%'")
+        assert outbox.read_bytes() == b"not a database " * 500
+    finally:
+        await memory.close()
+
+
+async def test_nothing_to_list_or_forget_says_so_without_an_error(agent_dir: Path, tmp_path: Path) -> None:
+    memory = _memory(agent_dir, tmp_path / "work")
+    try:
+        listed = await memory.call("memory_list", {})
+        assert (listed.is_error, listed.text, listed.data["items"]) == (False, "No memories listed.", [])
+        preview = await memory.call("memory_forget_preview", {"query": "zzzunmatched"})
+        assert not preview.is_error and preview.text == "Nothing in memory matches; nothing to forget."
+    finally:
+        await memory.close()
+
+
+async def test_a_store_failure_during_a_call_is_an_error_reply(agent_dir: Path, tmp_path: Path) -> None:
+    await _seed(agent_dir)
+    memory = _memory(agent_dir, tmp_path / "work")
+    try:
+        await memory.backend()
+        con = sqlite3.connect(data_dir(agent_dir) / "memory.sqlite3")
+        con.execute("DROP TABLE atomic_fts")  # damaged under the running server
+        con.close()
+        reply = await memory.call("memory_remember", {"text": "Go services log as JSON"})
+        assert reply.is_error and reply.text.startswith("memory store failed: "), reply
+    finally:
+        await memory.close()

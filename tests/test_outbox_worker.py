@@ -593,6 +593,27 @@ async def test_the_loop_retries_on_a_timer_without_any_trigger(tmp_path: Path, r
         assert len(remote.calls) == 5 and not worker.running
 
 
+async def test_a_pass_the_outbox_fails_is_retried_on_a_timer_and_the_loop_goes_on(
+    tmp_path: Path, remote: FakeRemote, caplog: pytest.LogCaptureFixture
+) -> None:
+    import sqlite3
+
+    with Outbox.open(tmp_path) as box:
+        box.enqueue([turn(1)])
+        other = sqlite3.connect(box.db_path, isolation_level=None)
+        other.execute("ALTER TABLE records RENAME TO records_aside")  # damaged under the worker
+        worker = DeliveryWorker(box, backend(remote), retry=FAST, poll_s=60)
+        worker.start()
+        try:
+            await wait_until(lambda: caplog.text.count("outbox: delivery pass failed, next in") >= 2)
+            assert worker.running and remote.calls == []
+            other.execute("ALTER TABLE records_aside RENAME TO records")  # repaired: no wake, the timer
+            await wait_until(lambda: remote.received == ["s1-t0001"])
+        finally:
+            other.close()
+            await worker.stop()
+
+
 async def test_wake_delivers_a_new_turn_at_once(tmp_path: Path, remote: FakeRemote) -> None:
     with Outbox.open(tmp_path) as box:
         worker = DeliveryWorker(box, backend(remote), retry=FAST, poll_s=60)

@@ -177,3 +177,50 @@ async def test_a_store_still_opening_gets_part_of_the_deadline(
     outcome, block = await asking
     assert outcome == "recalled" and block is not None and "魔法数字" in block
     await sidecar.shutdown()
+
+
+async def test_a_turn_with_no_outbox_and_no_store_is_a_counted_capture_failure(agent_dir: Path) -> None:
+    root = agent_dir / "memory-bridge"
+    damaged = os.urandom(64 * 1024)
+    (root / "memory.sqlite3").write_bytes(damaged)
+    (root / "outbox.sqlite3").write_bytes(damaged)
+    sidecar = await start(agent_dir)
+    try:
+        runs = [[_user("the deploy runs at 3am", 1_764_000_000_000), _assistant("noted", 1_764_000_000_500)]]
+        result = await asyncio.wait_for(
+            sidecar.turn_settled(TurnSettledParams(pi_session_id="s1", runs=runs, aborted=False)), timeout=30
+        )
+        assert result.captured == 0
+        # the footer names the store's damage (what the user must fix); the failure is counted
+        assert result.footer.state == "unavailable", result.footer
+        assert result.footer.text.startswith("memory: unavailable (local store: BackendCorrupt"), (
+            result.footer
+        )
+        report = await sidecar.status_report()
+        assert "1 failed (last: BackendCorrupt: " in report.capture, report.capture
+        assert (root / "memory.sqlite3").read_bytes() == damaged and (
+            root / "outbox.sqlite3"
+        ).read_bytes() == damaged
+    finally:
+        await sidecar.shutdown()
+
+
+async def test_an_outbox_that_fails_the_enqueue_is_a_counted_capture_failure(agent_dir: Path) -> None:
+    import sqlite3
+
+    sidecar = await start(agent_dir)
+    try:
+        await seed(sidecar)
+        other = sqlite3.connect(agent_dir / "memory-bridge" / "outbox.sqlite3", isolation_level=None)
+        other.execute("ALTER TABLE records RENAME TO records_aside")  # damaged under the sidecar
+        other.close()
+        runs = [[_user("the deploy runs at 3am", 1_764_000_100_000), _assistant("noted", 1_764_000_100_500)]]
+        result = await asyncio.wait_for(
+            sidecar.turn_settled(TurnSettledParams(pi_session_id="s1", runs=runs, aborted=False)), timeout=30
+        )
+        assert result.captured == 0
+        assert result.footer.text.startswith("memory: unavailable (capture failed"), result.footer
+        report = await sidecar.status_report()
+        assert "1 captured" in report.capture and "1 failed (last: " in report.capture, report.capture
+    finally:
+        await sidecar.shutdown()

@@ -265,3 +265,27 @@ async def test_refusals(bare: httpx.AsyncClient, client: httpx.AsyncClient) -> N
     assert (await bare.post("/forget", data=wrong, headers=with_origin)).status_code == 403
     assert "which db do we use?" in (await client.get("/conversation")).text  # nothing was deleted
     assert (await bare.post("/forget", data=form, headers=with_origin)).status_code == 200
+
+
+async def test_a_malformed_cookie_or_a_body_too_large_or_unsized_is_refused(
+    bare: httpx.AsyncClient, client: httpx.AsyncClient
+) -> None:
+    from pi_memory_bridge.ui.security import MAX_BODY_BYTES
+
+    broken = {"cookie": f"b,=a; pmb_inspector_{PORT}=t0k3n-for-tests"}  # the stdlib parser raises on "b,"
+    assert (await bare.get("/", headers=broken)).status_code == 401  # no token, not a server error
+    csrf = _csrf((await client.get("/memories")).text)
+    form = f"{CSRF_FIELD}={csrf}&key=L0:turn-a&confirm=1&pad=".encode() + b"x" * MAX_BODY_BYTES
+    too_large = await client.post(
+        "/forget", content=form, headers={"content-type": "application/x-www-form-urlencoded"}
+    )
+    assert too_large.status_code == 413 and b"too large" in too_large.content
+
+    async def chunks() -> AsyncIterator[bytes]:  # no Content-Length: chunked, of unknown size
+        yield f"{CSRF_FIELD}={csrf}&key=L0:turn-a&confirm=1".encode()
+
+    unsized = await client.post(
+        "/forget", content=chunks(), headers={"content-type": "application/x-www-form-urlencoded"}
+    )
+    assert unsized.status_code == 413
+    assert "which db do we use?" in (await client.get("/conversation")).text  # nothing was deleted

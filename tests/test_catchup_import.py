@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
 from pathlib import Path
 
@@ -310,3 +311,57 @@ def test_the_recorded_fixtures_are_where_the_tests_expect_them() -> None:
     assert sorted(p.name for p in DATA.glob("*.jsonl")) == sorted(
         f"{k}-{v}.jsonl" for k in ("tree", "fork", "clone", "scenarios") for v in PI_VERSIONS
     )
+
+
+async def test_files_too_large_to_read_are_named_in_the_preview_and_the_rest_is_imported(
+    agent: Path, outbox: Outbox, store: LocalBackend, state: CatchUpState
+) -> None:
+    from pi_memory_bridge.catchup.files import MAX_FILE_BYTES
+
+    huge = []
+    for n in range(7):
+        path = agent / "sessions" / "--huge--" / f"big-{n}.jsonl"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.touch()
+        os.truncate(path, MAX_FILE_BYTES + 1)  # sparse: no disk is used
+        huge.append(path)
+    known = known_ids_via(outbox, lambda: store)
+    plan = await plan_import(agent, ImportScope(), known, state)
+    assert plan.turns == EXPECTED_TURNS and len(plan.unreadable) == 7
+    preview = plan.preview()
+    assert preview.count(": too large to read (256 MiB)") == 5  # five named, the rest counted
+    assert "... and 2 more unreadable files" in preview
+    result = await run_import(plan, state=state, known_ids=known, submit=_submit(outbox))
+    assert result.queued == EXPECTED_TURNS and not result.errors
+
+
+async def test_a_file_gone_after_the_preview_is_an_error_and_the_other_files_are_imported(
+    agent: Path, outbox: Outbox, store: LocalBackend, state: CatchUpState
+) -> None:
+    known = known_ids_via(outbox, lambda: store)
+    plan = await plan_import(agent, ImportScope(), known, state)
+    gone = plan.files[0]
+    gone.path.unlink()  # the user deleted it while reading the preview
+    result = await run_import(plan, state=state, known_ids=known, submit=_submit(outbox))
+    assert result.files_done == len(plan.files) - 1 and result.queued == EXPECTED_TURNS - gone.new_turns
+    assert [e.split(":")[0] for e in result.errors] == [str(gone.path)]
+    job = state.unfinished_import()  # not finished: the next run would try it again
+    assert job is not None and job.remaining == (str(gone.path),)
+    # the sidecar continues it: a file that is gone by then has nothing to import, and the job ends
+    runner = CatchUpRunner(agent_dir=agent, data_dir=agent / "memory-bridge", outbox=outbox, known_ids=known)
+    await runner.run_pass()
+    assert runner.progress.import_files_left == 0 and state.unfinished_import() is None
+
+
+async def test_an_import_whose_job_cannot_be_recorded_still_imports_everything(
+    agent: Path, outbox: Outbox, store: LocalBackend, caplog: pytest.LogCaptureFixture
+) -> None:
+    broken = CatchUpState.open(agent / "memory-bridge")
+    broken.close()  # every read and write of the job now fails
+    known = known_ids_via(outbox, lambda: store)
+    plan = await plan_import(agent, ImportScope(), known, broken)
+    assert plan.turns == EXPECTED_TURNS and plan.resuming is None
+    result = await run_import(plan, state=broken, known_ids=known, submit=_submit(outbox))
+    assert result.queued == EXPECTED_TURNS and not result.errors
+    assert "import: cannot read the import job" in caplog.text
+    assert "import: cannot record the import job" in caplog.text  # only resuming would not work

@@ -414,6 +414,21 @@ async def test_read_scenario_refuses_symlinks_out_of_l2(backend: LocalBackend, t
     assert (await backend.notes.read_scenario("alias.md")).summary == "inside"
 
 
+async def test_a_symlink_loop_in_l2_is_skipped_by_the_listing_and_refused_by_a_read(
+    backend: LocalBackend,
+) -> None:
+    backend.notes.write_scenario("deploy.md", "# Deploy convention\n")
+    loop = backend.root / "l2" / "loop.md"
+    loop.symlink_to(loop)
+    assert [e.path for e in await backend.notes.list_scenarios()] == ["deploy.md"]
+    assert any(p.startswith("l2/loop.md: skipped") for p in (await backend.status()).problems)
+    with pytest.raises(BackendRejected, match="cannot be resolved"):
+        await backend.notes.read_scenario("loop.md")
+    with pytest.raises(BackendRejected, match="cannot be resolved"):
+        backend.notes.write_scenario("loop.md", "# replaced")
+    assert loop.is_symlink() and os.readlink(loop) == str(loop)
+
+
 async def test_read_scenario_missing_note_is_rejected(backend: LocalBackend) -> None:
     with pytest.raises(BackendRejected, match="no scenario note"):
         await backend.notes.read_scenario("missing.md")

@@ -143,7 +143,8 @@ class NoteFiles:
                 rel = full.relative_to(self.l2_dir).as_posix()
                 try:
                     entries.append(self._entry(full, rel, real_root))
-                except (OSError, UnicodeError, ValueError) as exc:
+                # RuntimeError: a symlink loop, as `Path.resolve` says it before Python 3.13
+                except (OSError, UnicodeError, ValueError, RuntimeError) as exc:
                     problems.append(f"l2/{rel}: skipped ({exc})")
         return ScenarioListing(entries, problems)
 
@@ -175,7 +176,11 @@ class NoteFiles:
         if pure.suffix.lower() != ".md" or any(part.startswith(".") for part in pure.parts):
             raise BackendRejected(f"scenario path {path!r} is not a Markdown note (*.md)")
         candidate = self.l2_dir / pure
-        if not candidate.resolve().is_relative_to(self.l2_dir.resolve()):
+        try:
+            resolved = candidate.resolve()
+        except (OSError, RuntimeError) as exc:  # a symlink loop (RuntimeError before Python 3.13)
+            raise BackendRejected(f"scenario path {path!r} cannot be resolved: {exc}") from None
+        if not resolved.is_relative_to(self.l2_dir.resolve()):
             raise BackendRejected(f"scenario path {path!r} escapes l2/ through a symlink")
         return pure.as_posix(), candidate
 

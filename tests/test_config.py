@@ -951,6 +951,16 @@ def test_write_global_config_is_atomic_when_the_rename_fails(
     assert sorted(p.name for p in path.parent.iterdir()) == ["config.json"]
 
 
+def test_write_global_config_through_a_symlink_loop_is_the_oserror_it_promises(agent_dir: Path) -> None:
+    path = global_config_path(agent_dir)
+    path.parent.mkdir(parents=True)
+    path.symlink_to(path)  # callers (setup, pause) report an OSError; anything else was a traceback
+    with pytest.raises(OSError, match="Too many levels of symbolic links"):
+        write_global_config(agent_dir, BridgeConfig(log_level="error"))
+    assert path.is_symlink() and os.readlink(path) == str(path)
+    assert sorted(p.name for p in path.parent.iterdir()) == ["config.json"]
+
+
 def test_write_global_config_refuses_an_unvalidated_config(agent_dir: Path) -> None:
     bad = BridgeConfig.model_construct(
         memorycore=MemoryCoreSettings.model_construct(endpoint="http://x.example")

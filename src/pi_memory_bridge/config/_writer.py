@@ -6,7 +6,9 @@ here can only name key files, never contain keys.
 
 from __future__ import annotations
 
+import errno
 import json
+import os
 from pathlib import Path
 
 from pi_memory_bridge.config._models import BridgeConfig
@@ -30,4 +32,9 @@ def write_global_config(agent_dir: Path, config: BridgeConfig) -> Path:
 def _write_through_symlink(target: Path) -> Path:
     # A config file kept in a dotfiles repository and symlinked here stays a symlink: we replace
     # the file it points to, not the link.
-    return target.resolve() if target.is_symlink() else target
+    if not target.is_symlink():
+        return target
+    try:
+        return target.resolve()
+    except RuntimeError as exc:  # a symlink loop, as Python before 3.13 says it: the OSError promised
+        raise OSError(errno.ELOOP, os.strerror(errno.ELOOP), str(target)) from exc

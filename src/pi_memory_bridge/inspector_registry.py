@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from pi_memory_bridge.private_files import ensure_private_dir
+from pi_memory_bridge.runtime_dir import read_if_held
 from pi_memory_bridge.runtime_dir import runtime_dir as folder
 
 PREFIX = "inspector-"
@@ -60,29 +61,17 @@ def unregister(env: Mapping[str, str], fd: int) -> None:
 
 
 def _read_live(path: Path) -> RunningInspector | None:
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
-    except OSError:
+    raw = read_if_held(path, 65536, remove_when_free=True)
+    if raw is None:
         return None
     try:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
-        except BlockingIOError:
-            pass  # held: a live inspector
-        else:
-            with contextlib.suppress(OSError):
-                path.unlink()  # free: a dead inspector's record
-            return None
-        try:
-            raw = json.loads(os.read(fd, 65536).decode("utf-8"))
-            return RunningInspector(
-                pid=int(raw["pid"]), url=str(raw["url"]), agent_dir=str(raw["agent_dir"]),
-                started_at=float(raw["started_at"]),
-            )  # fmt: skip
-        except (ValueError, KeyError, TypeError, UnicodeDecodeError):
-            return None  # being written, or not ours: not listed
-    finally:
-        os.close(fd)
+        record = json.loads(raw.decode("utf-8"))
+        return RunningInspector(
+            pid=int(record["pid"]), url=str(record["url"]), agent_dir=str(record["agent_dir"]),
+            started_at=float(record["started_at"]),
+        )  # fmt: skip
+    except (ValueError, KeyError, TypeError, UnicodeDecodeError):
+        return None  # being written, or not ours: not listed
 
 
 def running(env: Mapping[str, str], agent_dir: Path | None = None) -> list[RunningInspector]:

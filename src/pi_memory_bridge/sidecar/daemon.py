@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import fcntl
 import logging
 import os
 import signal
@@ -39,7 +38,7 @@ from typing import Any
 from pi_memory_bridge.config import data_dir, default_agent_dir
 from pi_memory_bridge.daemon_contract import LOCK_SUFFIX, SOCKET_SUFFIX, SOCKET_VAR, read_lock_pid
 from pi_memory_bridge.engine.store_pool import StorePool
-from pi_memory_bridge.runtime_dir import runtime_dir
+from pi_memory_bridge.runtime_dir import read_if_held, runtime_dir
 from pi_memory_bridge.sidecar.daemon_start import (
     LOCK_WAIT_S,
     SocketUnusable,
@@ -299,19 +298,8 @@ async def _first(*waits: Coroutine[Any, Any, object]) -> None:
 
 def _holder(lock: Path) -> int | None:
     """The pid in a lock some live process holds; None for a lock nobody holds (a dead daemon's)."""
-    try:
-        fd = os.open(lock, os.O_RDONLY | os.O_CLOEXEC)
-    except OSError:
-        return None
-    try:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
-            return None  # free: its pid may belong to anyone by now
-        except BlockingIOError:
-            pass
-        return read_lock_pid(os.read(fd, 32).decode(errors="replace"))
-    finally:
-        os.close(fd)
+    raw = read_if_held(lock, 32)
+    return read_lock_pid(raw.decode(errors="replace")) if raw is not None else None
 
 
 def stop_all(env: Mapping[str, str], timeout_s: float = EXIT_WATCHDOG_S + 1) -> list[int]:

@@ -608,3 +608,10 @@ def test_concurrent_calls_agree_with_sequential_ones() -> None:
 def test_capture_free_patterns_keep_escapes_and_classes() -> None:
     pattern = r"(?i)(?P<key>a(b)(?:c))\((?P<x>d)\)[(]x[^]()](e)"
     assert capture_free(pattern) == r"(?i)(?:a(?:b)(?:c))\((?:d)\)[(]x[^]()](?:e)"
+
+
+def test_a_decision_that_read_past_its_memo_window_is_not_reused_for_the_same_candidate() -> None:
+    # the same bytes around both candidates, but only the second is alone on its line: the first
+    # one's "keep it" looked at its whole line, so it must not be remembered for the second
+    text = "Set password: hunterz\nok ok\n  password: hunterz\nok ok\n"
+    assert redact_text(text).text == "Set password: hunterz\nok ok\n  password: [REDACTED:password]\nok ok\n"

@@ -19,7 +19,7 @@ import re
 from collections.abc import Sequence
 from typing import Final
 
-from ._engine import Groups, Scanner, Span, Tally, advance, replace_spans
+from ._engine import Decision, Groups, Scanner, Span, Tally, scan_memoised
 from ._keys import SERVICE_WORDS, WEAK_FRAGMENTS, KeyContext, KeyTier, classify_key, key_context, key_words
 from ._shapes import (
     is_class_name,
@@ -209,9 +209,6 @@ _ESCAPE_LETTERS: Final = b"nrt"
 # few after the match (a call? an operator?). Decisions reading further are not memoised.
 _CONTEXT_BEFORE: Final = 1
 _CONTEXT_AFTER: Final = 4
-_MEMO_ENTRIES: Final = 4096
-
-Decision = tuple[tuple[tuple[int, int, str], ...], int]  # spans and resume point, match-relative
 
 
 class _Assignment:
@@ -236,35 +233,24 @@ class _Assignment:
         self._bare = index_of["bare"]
 
     def __call__(self, data: bytes, tally: Tally) -> bytes:
-        spans: list[Span] = []
-        memo: dict[tuple[bytes, bool], Decision] = {}
-        position = 0
-        while position <= len(data):
-            candidate = self._candidates.search(data, position)
-            if candidate is None:
-                break
-            start, end = candidate[0]
-            window = (data[max(0, start - _CONTEXT_BEFORE) : end + _CONTEXT_AFTER], start == 0)
-            decision = memo.get(window)
-            if decision is None:
-                decision, read_far = self._decide(data, start, end)
-                if not read_far and len(memo) < _MEMO_ENTRIES:
-                    memo[window] = decision
-            found, resume = decision
-            spans.extend(Span(start + first, start + last, kind) for first, last, kind in found)
-            position = advance(data, start, start + resume)
-        return replace_spans(data, spans, tally) if spans else data
+        return scan_memoised(
+            data,
+            tally,
+            self._candidates,
+            lambda start, end: (data[max(0, start - _CONTEXT_BEFORE) : end + _CONTEXT_AFTER], start == 0),
+            lambda _candidate, start, end: self._decide(data, start, end),
+        )
 
     def _decide(self, data: bytes, start: int, end: int) -> tuple[Decision, bool]:
-        """The decision for the candidate at ``data[start:end]``, and whether it read bytes
-        beyond the memo window (then it must not be memoised)."""
+        """The decision for the candidate at ``data[start:end]``, and whether it may be memoised
+        (not when it read bytes beyond the memo window)."""
         groups = self._parser.match_exactly(data, start, end)
         if groups is None:  # cannot happen: both patterns match the same language
-            return ((), end - start), False
+            return ((), end - start), True
         found, read_far = self.find(groups, data)
         resume = self.resume(groups, found, data)
         relative = tuple((span.start - start, span.end - start, span.kind) for span in found)
-        return (relative, resume - start), read_far
+        return (relative, resume - start), not read_far
 
     def resume(self, groups: Groups, found: Sequence[Span], data: bytes) -> int:
         match_end = groups[0][1]

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import bisect
 import re
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Hashable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Final
 
@@ -215,6 +215,41 @@ Rule = Callable[[bytes, Tally], bytes]
 MEMO_ENTRIES: Final = 4096
 
 
+# What a scan decided for one candidate, relative to the candidate's start: the spans to replace,
+# and where the next search starts.
+Decision = tuple[tuple[tuple[int, int, str], ...], int]
+
+
+def scan_memoised(
+    data: bytes,
+    tally: Tally,
+    candidates: Scanner,
+    memo_key: Callable[[int, int], Hashable],
+    decide: Callable[[Groups, int, int], tuple[Decision, bool]],
+) -> bytes:
+    """The scan of a rule that decides each distinct candidate once per text. `decide` gets the
+    candidate's match and bounds, and says whether its decision may be kept under the candidate's
+    `memo_key` (not when it read bytes the key does not hold)."""
+    spans: list[Span] = []
+    memo: dict[Hashable, Decision] = {}
+    position = 0
+    while position <= len(data):
+        candidate = candidates.search(data, position)
+        if candidate is None:
+            break
+        start, end = candidate[0]
+        key = memo_key(start, end)
+        decision = memo.get(key)
+        if decision is None:
+            decision, keep = decide(candidate, start, end)
+            if keep and len(memo) < MEMO_ENTRIES:
+                memo[key] = decision
+        found, resume = decision
+        spans.extend(Span(start + first, start + last, kind) for first, last, kind in found)
+        position = advance(data, start, start + resume)
+    return replace_spans(data, spans, tally) if spans else data
+
+
 class RegexRule:
     """One linear RE2 scan; ``find`` turns each match into the spans to replace (maybe none).
 
@@ -235,28 +270,16 @@ class RegexRule:
         self.groupindex = self._parser.groupindex
 
     def __call__(self, data: bytes, tally: Tally) -> bytes:
-        scanner = self._candidates or self._parser
-        spans: list[Span] = []
-        memo: dict[tuple[bytes, bool], tuple[tuple[int, int, str], ...]] = {}
-        position = 0
-        while position <= len(data):
-            candidate = scanner.search(data, position)
-            if candidate is None:
-                break
-            start, end = candidate[0]
-            key = (data[start:end], start == 0)
-            decision = memo.get(key)
-            if decision is None:
-                groups = (
-                    candidate if self._candidates is None else self._parser.match_exactly(data, start, end)
-                )
-                found = self._find(groups, data) if groups is not None else ()
-                decision = tuple((span.start - start, span.end - start, span.kind) for span in found)
-                if len(memo) < MEMO_ENTRIES:
-                    memo[key] = decision
-            spans.extend(Span(start + first, start + last, kind) for first, last, kind in decision)
-            position = advance(data, position, end)
-        return replace_spans(data, spans, tally) if spans else data
+        def decide(candidate: Groups, start: int, end: int) -> tuple[Decision, bool]:
+            groups = candidate if self._candidates is None else self._parser.match_exactly(data, start, end)
+            found = self._find(groups, data) if groups is not None else ()
+            relative = tuple((span.start - start, span.end - start, span.kind) for span in found)
+            return (relative, end - start), True  # `find` reads only its match: always kept
+
+        def key(start: int, end: int) -> tuple[bytes, bool]:
+            return data[start:end], start == 0
+
+        return scan_memoised(data, tally, self._candidates or self._parser, key, decide)
 
     def __repr__(self) -> str:
         return f"RegexRule({self.name!r})"

@@ -25,16 +25,15 @@ from typing import Final
 
 from ._assignment import trigger_alternation
 from ._engine import (
-    MEMO_ENTRIES,
+    Decision,
     Finder,
     Groups,
     RegexRule,
     Scanner,
     Span,
     Tally,
-    advance,
     decode,
-    replace_spans,
+    scan_memoised,
 )
 from ._keys import classify_key
 from ._shapes import is_camel_words, is_non_secret_literal
@@ -73,37 +72,23 @@ class _LookaheadRule:
         self._candidates = Scanner(pattern, capture=False)  # groups cost 4x a match
 
     def __call__(self, data: bytes, tally: Tally) -> bytes:
-        spans: list[Span] = []
-        # per candidate (its bytes and what follows it): the span to replace, or where the next
-        # search starts, both relative to the candidate (a long YAML file repeats a lot)
-        memo: dict[bytes, tuple[int, int, str] | int] = {}
-        position = 0
-        while position <= len(data):
-            candidate = self._candidates.search(data, position)
-            if candidate is None:
-                break
-            start, end = candidate[0]
-            key = data[start : end + _LOOKAHEAD]
-            decided = memo.get(key)
-            if decided is None:
-                decided = self._decide(data, start, end)
-                if len(memo) < MEMO_ENTRIES:
-                    memo[key] = decided
-            if isinstance(decided, int):
-                position = advance(data, position, start + decided)
-                continue
-            spans.append(Span(start + decided[0], start + decided[1], decided[2]))
-            position = advance(data, position, start + decided[1])
-        return replace_spans(data, spans, tally) if spans else data
+        # memoised by the candidate's bytes and what follows it (a long YAML file repeats a lot)
+        return scan_memoised(
+            data,
+            tally,
+            self._candidates,
+            lambda start, end: data[start : end + _LOOKAHEAD],
+            lambda _candidate, start, end: (self._decide(data, start, end), True),
+        )
 
-    def _decide(self, data: bytes, start: int, end: int) -> tuple[int, int, str] | int:
+    def _decide(self, data: bytes, start: int, end: int) -> Decision:
         groups = self._parser.match_exactly(data, start, end)
         found = self._find(groups, data) if groups is not None else []
         if found:
-            return found[0].start - start, found[0].end - start, found[0].kind
+            return ((found[0].start - start, found[0].end - start, found[0].kind),), found[0].end - start
         if groups is None or self._resume_group is None:
-            return end - start
-        return groups[self._resume_group][0] - start
+            return (), end - start
+        return (), groups[self._resume_group][0] - start
 
 
 class _Prefiltered:

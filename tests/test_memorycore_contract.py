@@ -438,6 +438,18 @@ async def test_forget_deletes_exactly_what_it_reports(
     assert await backend.memories.search("secret token", 6) == []
 
 
+async def test_a_delete_the_server_refuses_is_named_with_its_reason_and_the_others_go(
+    backend: MemoryCoreBackend, core: FakeMemoryCore
+) -> None:
+    first, second = core.add_atomic(IDS, "secret token policy"), core.add_atomic(IDS, "deploy on fridays")
+    core.inject(Fault("/v3/atomic/delete", "envelope", status=400, code=400, message="refused for the test"))
+    report = await backend.memories.delete([first, second])  # one request per id: the first is refused
+    assert len(report.deleted) == 1 and len(report.failed) == 1
+    (failed_id, reason), gone = report.failed[0], report.deleted[0]
+    assert {failed_id, gone} == {first, second} and "refused for the test" in reason
+    assert [r.id for r in core.l1] == [failed_id]
+
+
 async def test_status_verifies_keys_and_counts(backend: MemoryCoreBackend, core: FakeMemoryCore) -> None:
     await backend.conversation.add([turn(0)])
     core.add_atomic(IDS, "fact one")

@@ -174,3 +174,17 @@ async def test_a_paused_project_gets_no_recall_no_capture_and_no_tools(tmp_path:
         assert engine.footer() == footer.READY
     finally:
         await engine.shutdown()
+
+
+async def test_a_part_that_cannot_be_read_is_named_and_the_rest_is_shown(
+    backend: LocalBackend, tmp_path: Path
+) -> None:
+    await backend.memories.save("prefers tabs over spaces", "preference", "user")
+    (tmp_path / "memory-bridge" / "profile.md").mkdir()  # the profile cannot be read
+    deps = ForgetDeps(backend, "")
+    d = Driver(lambda dialog: memory_flow(deps, "", dialog))
+    end = await d.run("~Preferences (1)", "~prefers tabs", BACK, BACK, CLOSE)
+    menu = d.steps[0]
+    assert "1 memory" in menu.message and "Profile" not in menu.options
+    assert "\n! profile: cannot read the profile " in menu.message, menu.message
+    assert any("prefers tabs over spaces" in s.message for s in d.steps[1:]) and end.kind == "done"

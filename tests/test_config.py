@@ -281,6 +281,45 @@ def test_a_config_path_that_is_no_file_is_refused_without_blocking(
     assert loaded.config.enabled is False
 
 
+@pytest.mark.parametrize(
+    ("settings", "key", "expected"),
+    [
+        (
+            {"memorycore": {**COMPLETE_MEMORYCORE, "teamId": 5}},
+            "memorycore.teamId",
+            "must be a string or null",
+        ),
+        ({"recall": 3}, "recall", "must be an object"),
+        ({"recall": {"maxChars": "big"}}, "recall.maxChars", "must be an integer between 1000 and 48000"),
+    ],
+)
+def test_a_value_of_the_wrong_type_says_what_the_key_takes(
+    agent_dir: Path, settings: dict[str, Any], key: str, expected: str
+) -> None:
+    path = write_global(agent_dir, {"backend": "memorycore", **settings})
+    assert f"{key} in {path}: {expected}" in messages(load(agent_dir)), messages(load(agent_dir))
+
+
+def test_an_integer_is_described_by_the_bounds_it_has() -> None:
+    from typing import Annotated
+
+    from pydantic import BaseModel, Field
+
+    from pi_memory_bridge.config._explain import describe_field
+
+    class Limits(BaseModel):
+        both: Annotated[int, Field(ge=1, le=9)]
+        floor: Annotated[int, Field(ge=1)]
+        plain: int
+
+    said = {name: describe_field(field) for name, field in Limits.model_fields.items()}
+    assert said == {
+        "both": "must be an integer between 1 and 9",
+        "floor": "must be an integer of at least 1",
+        "plain": "must be an integer",
+    }
+
+
 def test_duplicate_keys_are_errors(agent_dir: Path) -> None:
     path = write_global(agent_dir, '{"recall": {"enabled": true, "enabled": false}}')
     loaded = load(agent_dir)

@@ -269,3 +269,21 @@ async def test_learning_on_a_model_of_its_own_finishes_its_run_after_the_pi_left
         assert len(model.calls) >= 1
     finally:
         await shared.close()
+
+
+async def test_turns_waiting_for_delivery_are_pending_and_an_outbox_that_cannot_count_is_no_work(
+    tmp_path: Path, services: StoreServices, caplog: pytest.LogCaptureFixture
+) -> None:
+    import sqlite3
+
+    delivery = services.slot.delivery
+    assert delivery is not None and delivery.worker is not None and services.slot.backend is not None
+    await delivery.worker.stop()  # nothing delivers them in this test: they stay waiting
+    await asyncio.to_thread(delivery.outbox.enqueue, [_turn(1), _turn(2)])
+    work = await services.pending()
+    assert work.turns_to_deliver == 2 and "2 turns still to deliver" in work.describe()
+    other = sqlite3.connect(delivery.outbox.db_path, isolation_level=None)
+    other.execute("ALTER TABLE records RENAME TO records_aside")  # damaged: it cannot be counted
+    other.close()
+    assert await services.pending() == PendingWork()  # the idle exit is not held up, nor crashed
+    assert "counting the turns still to deliver failed" in caplog.text

@@ -216,3 +216,25 @@ def test_rescan_redacts_wrapped_secrets_stored_before_the_rules_knew_them(tmp_pa
     raw = _raw(data).decode("utf-8", "replace")
     for case in cases:
         assert not survivors(case, raw), case.name  # rows, FTS segments, WAL, notes
+
+
+@pytest.mark.parametrize(
+    "shape",
+    [
+        "not json: {token}",  # clipped or damaged: redacted as text
+        '{{"arguments": "token {token}"}}',  # JSON, but not the list the store writes
+        '["token {token}"]',  # a list, but of text rather than tool calls
+    ],
+)
+def test_tool_evidence_of_an_unexpected_shape_is_redacted_too(tmp_path: Path, shape: str) -> None:
+    data = tmp_path / "memory-bridge"
+    token = _token()
+    backend = LocalBackend(data)
+    backend.store.conversation.add([ConversationTurn("t-odd", "s", "the zebracorn deploy", "done", WHEN)])
+    asyncio.run(backend.close())
+    with sqlite3.connect(data / "memory.sqlite3") as conn:  # as a damaged or foreign row holds it
+        conn.execute("UPDATE turns SET tools_json = ? WHERE turn_id = 't-odd'", (shape.format(token=token),))
+    assert token.encode() in _raw(data)
+    report = rescan.rescan(data)
+    assert report.changed == 1
+    assert token.encode() not in _raw(data)  # the row, and the WAL and free pages it left

@@ -90,11 +90,17 @@ def _redact_tools(tools_json: str, report: TableReport) -> str:
         redacted = redact_text(tools_json)
         report.count(redacted)
         return redacted.text
-    if not isinstance(tools, list):
-        return tools_json
+    if not isinstance(tools, list):  # not what the store writes: whatever it is, as text (fail-closed)
+        return redact_counted(tools_json, report)
     changed = False
-    for tool in tools:
+    for index, tool in enumerate(tools):
         if not isinstance(tool, dict):
+            new_item, hits = redact_value(tool)
+            if hits:
+                report.secrets += hits
+                report.kinds["structural"] += hits
+                tools[index] = new_item
+                changed = True
             continue
         for key in ("arguments", "result"):
             value = tool.get(key)

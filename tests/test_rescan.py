@@ -238,3 +238,19 @@ def test_tool_evidence_of_an_unexpected_shape_is_redacted_too(tmp_path: Path, sh
     report = rescan.rescan(data)
     assert report.changed == 1
     assert token.encode() not in _raw(data)  # the row, and the WAL and free pages it left
+
+
+def test_a_note_too_large_or_not_text_is_named_as_not_scanned_and_left_as_it_is(tmp_path: Path) -> None:
+    from pi_memory_bridge.rescan import MAX_NOTE_BYTES
+
+    data = tmp_path / "memory-bridge"
+    (data / "l2").mkdir(parents=True)
+    big = data / "l2" / "big.md"
+    big.write_text("x" * (MAX_NOTE_BYTES + 1))
+    latin1 = data / "l2" / "latin1.md"
+    latin1.write_bytes(b"caf\xe9 password is " + _password().encode())
+    before = latin1.read_bytes()
+    report = rescan.rescan(data)
+    assert f"l2/big.md: larger than {MAX_NOTE_BYTES >> 20} MiB, not scanned" in report.problems
+    assert any(p.startswith("l2/latin1.md: not scanned (") for p in report.problems), report.problems
+    assert big.stat().st_size == MAX_NOTE_BYTES + 1 and latin1.read_bytes() == before

@@ -6,7 +6,6 @@ It speaks the wire (the request's models and error codes), so it sits with the l
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Awaitable, Callable
 
 from pydantic import BaseModel, ValidationError
@@ -61,8 +60,6 @@ class ShimModel:
             }
             reason = reasons.get(exc.code, FailReason.UNAVAILABLE)
             raise ModelError(reason, exc.message[:300]) from None
-        except asyncio.CancelledError:
-            raise
         try:
             result = ModelCompleteResult.model_validate(raw)
         except ValidationError:

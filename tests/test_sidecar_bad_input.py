@@ -224,3 +224,26 @@ async def test_an_outbox_that_fails_the_enqueue_is_a_counted_capture_failure(age
         assert "1 captured" in report.capture and "1 failed (last: " in report.capture, report.capture
     finally:
         await sidecar.shutdown()
+
+
+async def test_a_tool_call_on_a_damaged_store_tells_the_model_to_go_on_without_memory(
+    agent_dir: Path,
+) -> None:
+    from pi_memory_bridge.wire import ToolCallParams
+
+    (agent_dir / "memory-bridge" / "memory.sqlite3").write_bytes(os.urandom(64 * 1024))
+    sidecar = await start(agent_dir)
+    try:
+        for name, arguments in (
+            ("tdai_memory_search", {"query": "Go style"}),
+            ("tdai_memory_save", {"content": "prefers tabs", "type": "preference"}),
+        ):
+            result = await asyncio.wait_for(
+                sidecar.tool_call(ToolCallParams(name=name, arguments=arguments)), 30
+            )
+            assert result.is_error and result.text.startswith(
+                "Memory unavailable: the local store is unavailable"
+            )
+            assert result.text.endswith("Continue without memory.")
+    finally:
+        await sidecar.shutdown()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import subprocess
 import sys
 from datetime import UTC, datetime
@@ -155,3 +156,28 @@ def _dead_pid() -> int:
     proc = subprocess.Popen([sys.executable, "-c", "pass"])
     proc.wait()
     return proc.pid
+
+
+async def test_a_half_written_pending_record_is_dead_and_the_others_still_go_out(tmp_path: Path) -> None:
+    client = FakeCaptureClient()
+    ledger = SkillCaptureLedger(tmp_path)
+    ledger.record([turn(turn_id="turn-1"), turn(turn_id="turn-2")])
+    first = min(os.scandir(tmp_path), key=lambda e: e.name if e.name.endswith(".pending") else "~")
+    os.truncate(first.path, 20)  # cut off mid-write
+    results = await ledger.send_pending(capture(client))
+    dead = [r for r in results if r.outcome == "dead"]
+    assert len(dead) == 1 and dead[0].detail.startswith("unreadable pending record: ")
+    assert [r.outcome for r in results if r.outcome != "dead"] == ["sent"] and client.calls == 1
+
+
+async def test_a_claim_held_by_a_live_process_or_half_written_is_never_released(tmp_path: Path) -> None:
+    client = FakeCaptureClient()
+    ledger = SkillCaptureLedger(tmp_path)
+    ledger.record([turn(turn_id="turn-1"), turn(turn_id="turn-2")])
+    live = ledger._claim("turn-1", "mem-session")  # this process: alive, maybe sending right now
+    torn = ledger._claim("turn-2", "mem-session")
+    assert live is not None and torn is not None
+    torn.write_text('{"turn_id": "turn-2", "pi')  # the claimer died while writing it: at most once
+    assert ledger.recover() == []
+    results = await ledger.send_pending(capture(client))
+    assert [r.outcome for r in results] == ["duplicate", "duplicate"] and client.calls == 0

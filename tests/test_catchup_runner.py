@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import fcntl
+import itertools
 import os
 import stat
 from collections.abc import Callable, Iterator
@@ -369,3 +370,47 @@ async def test_a_session_file_too_large_to_read_is_reported_and_the_others_are_c
     huge.path.unlink()  # the user removed it: no longer reported
     await r.run_pass()
     assert r.progress.unreadable == {}
+
+
+def test_failing_passes_back_off_step_by_step_and_a_good_one_resets_the_timer(agent: Path) -> None:
+    import sqlite3
+
+    import looptime
+
+    from pi_memory_bridge.catchup.runner import RETRY_S
+
+    db = agent / "memory-bridge" / DB_FILENAME
+    conn = sqlite3.connect(db)
+    conn.execute("PRAGMA user_version = 99")  # every pass fails until the file is replaced
+    conn.close()
+
+    async def scenario() -> list[float]:
+        loop = asyncio.get_running_loop()
+        with Outbox.open(agent / "memory-bridge") as box:
+            r = runner(agent, box, interval_s=600.0)
+            attempts: list[float] = []
+            r.start()
+            try:
+                for n in range(len(RETRY_S) + 2):
+                    await asyncio.wait_for(r.passed.wait(), 10_000)
+                    r.passed.clear()
+                    attempts.append(loop.time())
+                    if n == len(RETRY_S) + 1:
+                        break
+                    if n == len(RETRY_S):
+                        await asyncio.to_thread(db.unlink)  # a fresh state: the next pass works
+                await asyncio.wait_for(r.passed.wait(), 10_000)
+                attempts.append(loop.time())
+            finally:
+                await r.stop()
+            assert r.progress.last_error is None and r.progress.passes == 2
+            return attempts
+
+    loop = looptime.new_event_loop(start=0.0)
+    try:
+        attempts = loop.run_until_complete(scenario())
+    finally:
+        loop.close()
+    gaps = [round(b - a, 3) for a, b in itertools.pairwise(attempts)]
+    # 2, 5, 15, 30, 60, 60 s after the failures; then the slow timer after the good pass
+    assert gaps == [*RETRY_S, RETRY_S[-1], 600.0], gaps

@@ -182,8 +182,17 @@ async def test_the_prompt_is_redacted_and_carries_no_code_blocks(tmp_path: Path)
 
 async def test_a_batch_that_keeps_failing_is_dropped_after_max_failures(backend: LocalBackend) -> None:
     model = ScriptedModel("garbage", "garbage", "garbage")
-    states = [(await run(backend, model, JobSettings(max_failures=3))).summary for _ in range(3)]
+    outcomes = [await run(backend, model, JobSettings(max_failures=3)) for _ in range(3)]
+    states = [o.summary for o in outcomes]
     assert [s.state for s in states if s is not None] == ["failed", "failed", "dropped"]
+    notices = [o.notice() for o in outcomes]  # what the user is told after each
+    assert all(n is not None and n[1] == "warning" for n in notices)
+    assert [n[0].split(" (")[0] for n in notices if n is not None] == [
+        "memory: learning wrote nothing",
+        "memory: learning wrote nothing",
+        "memory: gave up learning from 1 turn after repeated failures",
+    ]
+    assert notices[0] is not None and notices[0][0].endswith("; it tries again later")
     assert LearnedMemories(backend.store).turns.pending_count() == 0
     assert (await run(backend, model)).kind == "nothing"
 

@@ -104,3 +104,25 @@ def test_project_scope_and_files_that_do_not_parse(home: Path, capsys: pytest.Ca
         assert main(["mcp", "install", client]) == 1
         assert "nothing was changed" in capsys.readouterr().err
         assert path.read_text(encoding="utf-8") == broken
+
+
+@pytest.mark.parametrize(
+    ("client", "content", "why"),
+    [
+        ("cursor", b'["a list"]', "does not hold a JSON object; nothing was changed"),
+        ("gemini", b'{"mcpServers": ["x"]}', "mcpServers is not an object; nothing was changed"),
+        ("cursor", b'{"theme": "caf\xe9"}', "cannot read"),
+        # our entry written inline: a table of ours would define it twice
+        ("codex", b'mcp_servers = { pi-memory = { command = "old" } }\n', "cannot place the entry safely"),
+    ],
+)
+def test_a_client_config_it_cannot_edit_safely_is_left_as_it_was(
+    client: str, content: bytes, why: str, home: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = home / FILES[client]
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(content)
+    assert main(["mcp", "install", client]) == 1
+    err = capsys.readouterr().err
+    assert why in err and "Traceback" not in err, err
+    assert path.read_bytes() == content

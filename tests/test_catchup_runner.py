@@ -414,3 +414,21 @@ def test_failing_passes_back_off_step_by_step_and_a_good_one_resets_the_timer(ag
     gaps = [round(b - a, 3) for a, b in itertools.pairwise(attempts)]
     # 2, 5, 15, 30, 60, 60 s after the failures; then the slow timer after the good pass
     assert gaps == [*RETRY_S, RETRY_S[-1], 600.0], gaps
+
+
+def test_an_unreadable_import_job_is_ignored_so_a_new_import_can_start(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    import sqlite3
+
+    with CatchUpState.open(tmp_path) as state:
+        job = state.begin_import(None, None, ["/a.jsonl"])
+    conn = sqlite3.connect(tmp_path / DB_FILENAME)
+    conn.execute("UPDATE imports SET since_ms = 'last week' WHERE id = ?", (job.id,))  # damaged
+    conn.commit()
+    conn.close()
+    with CatchUpState.open(tmp_path) as state:
+        assert state.unfinished_import() is None
+        assert f"catch-up: ignoring an unreadable import job {job.id}" in caplog.text
+        fresh = state.begin_import(None, None, ["/b.jsonl"])  # and the old one is superseded
+        assert state.unfinished_import() == fresh

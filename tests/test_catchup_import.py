@@ -365,3 +365,48 @@ async def test_an_import_whose_job_cannot_be_recorded_still_imports_everything(
     assert result.queued == EXPECTED_TURNS and not result.errors
     assert "import: cannot read the import job" in caplog.text
     assert "import: cannot record the import job" in caplog.text  # only resuming would not work
+
+
+async def test_an_import_in_pi_that_the_outbox_stops_says_it_resumes_later_and_refuses_a_second_meanwhile(
+    agent: Path, store: LocalBackend
+) -> None:
+    import sqlite3
+
+    from pi_memory_bridge.config import load_config
+    from pi_memory_bridge.engine.catch_up_service import SidecarImports
+    from pi_memory_bridge.outbox.delivery import CaptureDelivery
+
+    told: list[str] = []
+
+    async def notify(line: str) -> None:
+        told.append(line)
+
+    delivery = await CaptureDelivery.open(agent / "memory-bridge", lambda _counts: None)
+    loaded = load_config(agent_dir=agent, cwd=agent.parent, project_trusted=False, env={})
+    try:
+        imports = SidecarImports(agent, delivery, lambda: store, notify)
+        assert (
+            SidecarImports(agent, None, lambda: store, notify)
+            .deps(loaded)
+            .problem.startswith("the capture outbox is not open")
+        )
+        deps = imports.deps(loaded)
+        assert deps.problem == ""
+        plan = await deps.plan(ImportScope())
+        assert plan.turns == EXPECTED_TURNS
+        other = sqlite3.connect(delivery.outbox.db_path, isolation_level=None)
+        other.execute("ALTER TABLE records RENAME TO records_aside")  # the outbox fails every enqueue
+        other.close()
+        started = await deps.run(plan)
+        assert "in the background" in started.message
+        assert imports.deps(loaded).problem.startswith("an import is already running (0 of 6 sessions")
+        running = imports._task  # the background run the command started
+        assert running is not None
+        await asyncio.wait_for(running, 30)  # a hang guard, not a measurement
+        assert imports.line.startswith("done: 0 turns queued from 0 sessions; stopped early, resumes later: ")
+        assert told == ["memory: imported 0 turns from 0 sessions"]
+        with CatchUpState.open(agent / "memory-bridge") as state:  # left for the next sidecar to finish
+            job = state.unfinished_import()
+            assert job is not None and len(job.remaining) == 6
+    finally:
+        await delivery.close()

@@ -227,12 +227,15 @@ class SidecarImports:
         self.line = (
             f"done: {counted(result.queued, 'turn')} queued from {counted(result.files_done, 'session')}"
         )
+        done = f"{counted(result.queued, 'turn')} from {counted(result.files_done, 'session')}"
         if result.errors:
             self.line += f"; stopped early, resumes later: {result.errors[0]}"
         if self._notify is not None:
+            # a stop must not read as the end: the user would take what is missing as all there was
             await self._notify(
-                f"memory: imported {counted(result.queued, 'turn')} "
-                f"from {counted(result.files_done, 'session')}"
+                f"memory: import stopped after {done}; it resumes later ({result.errors[0][:200]})"
+                if result.errors
+                else f"memory: imported {done}"
             )
 
     async def stop(self) -> None:

@@ -16,6 +16,7 @@ from pi_memory_bridge.backends.base import BackendError, ConversationTurn, Memor
 from pi_memory_bridge.catchup.importer import ImportPlan, ImportScope, KnownIds, plan_import, run_import
 from pi_memory_bridge.catchup.runner import CatchUpRunner
 from pi_memory_bridge.plural import counted, noun
+from pi_memory_bridge.redact import redact_text
 
 __all__ = ["CatchUpRunner", "SidecarImports", "make_runner", "status_line", "status_problems"]
 from pi_memory_bridge.catchup.state import CatchUpState, StateError
@@ -228,13 +229,14 @@ class SidecarImports:
             f"done: {counted(result.queued, 'turn')} queued from {counted(result.files_done, 'session')}"
         )
         done = f"{counted(result.queued, 'turn')} from {counted(result.files_done, 'session')}"
-        if result.errors:
-            self.line += f"; stopped early, resumes later: {result.errors[0]}"
+        why = redact_text(result.errors[0]).text if result.errors else ""
+        if why:
+            self.line += f"; stopped early, resumes later: {why}"
         if self._notify is not None:
             # a stop must not read as the end: the user would take what is missing as all there was
             await self._notify(
-                f"memory: import stopped after {done}; it resumes later ({result.errors[0][:200]})"
-                if result.errors
+                f"memory: import stopped after {done}; it resumes later ({why[:200]})"
+                if why
                 else f"memory: imported {done}"
             )
 

@@ -169,3 +169,23 @@ def test_a_paused_project_is_the_headline() -> None:
     first = text.splitlines()[0]
     assert first.startswith("Memory is paused for this project (/work/client-repo)")
     assert "/tdai-memory-resume" in first
+
+
+def test_waiting_says_when_a_failed_try_comes_again_paused_or_unreadable(tmp_path: Path) -> None:
+    from datetime import UTC, datetime
+
+    from pi_memory_bridge.backends.base import ConversationTurn
+    from pi_memory_bridge.outbox import Outbox
+
+    with Outbox.open(tmp_path, clock=lambda: 1_800_000_000.0) as box:
+        box.enqueue([ConversationTurn("t-1", "s", "said", "answered", datetime(2027, 1, 1, tzinfo=UTC))])
+        assert describe_waiting(box.admin.counts(), None).endswith("; they are on their way.")
+        claim = box.claims.claim(ignore_backoff=True)
+        assert claim is not None
+        box.claims.retry(claim, "503 Service Unavailable", delay_s=90, ambiguous=False)  # the store's bad day
+        counts = box.admin.counts()
+    line = describe_waiting(counts, None)
+    assert line == "Waiting: 1 captured turn to be stored; the last try failed, the next is at 08:01:30 UTC."
+    paused = describe_waiting(counts, "the store refuses the key")
+    assert paused.endswith("; delivery is paused (see below).")
+    assert describe_waiting(None, None) == "Waiting: unknown (the queue of captured turns cannot be read)."

@@ -25,6 +25,7 @@ from memorycore_fake import (
     FAKE_USER_KEY,
     FakeAsyncMetadataClient,
     FakeMemoryCore,
+    FakeTDAMError,
     Fault,
     fake_sdk_bindings,
     serve,
@@ -57,6 +58,7 @@ class DirectoryState:
     agents: list[JsonDict]
     archived: list[str] = dataclasses.field(default_factory=list)
     requests: list[tuple[str, JsonDict]] = dataclasses.field(default_factory=list)
+    fail: dict[str, Exception] = dataclasses.field(default_factory=dict)  # a call's error, by name
 
 
 def directory_state() -> DirectoryState:
@@ -83,20 +85,28 @@ class DirectoryClient(FakeAsyncMetadataClient):
 
     async def list_teams(self, user_id_or_request: JsonDict) -> JsonDict:
         self.state.requests.append(("list_teams", user_id_or_request))
+        if "list_teams" in self.state.fail:
+            raise self.state.fail["list_teams"]
         return self._page(self.state.teams, user_id_or_request)
 
     async def create_team(self, p: JsonDict) -> JsonDict:
         self.state.requests.append(("create_team", p))
+        if "create_team" in self.state.fail:
+            raise self.state.fail["create_team"]
         team = {"team_id": f"team-{len(self.state.teams)}", "name": p["name"], "owner": p["owner_user_id"]}
         self.state.teams.append(team)
         return {"team_id": team["team_id"], "created_at": "2026-01-01T00:00:00Z"}
 
     async def list_agents(self, p: JsonDict) -> JsonDict:
         self.state.requests.append(("list_agents", p))
+        if "list_agents" in self.state.fail:
+            raise self.state.fail["list_agents"]
         return self._page([a for a in self.state.agents if a["team_id"] == p["team_id"]], p)
 
     async def create_agent(self, p: JsonDict) -> JsonDict:
         self.state.requests.append(("create_agent", p))
+        if "create_agent" in self.state.fail:
+            raise self.state.fail["create_agent"]
         agent = {**p, "agent_id": f"agt-new{len(self.state.agents)}"}
         self.state.agents.append(agent)
         return agent
@@ -380,6 +390,43 @@ async def test_a_layer_that_cannot_be_read_stops_setup_and_archives_the_new_agen
     assert final.level == "error" and "L1 memory search" in final.message and "403" in final.message
     assert "L0" not in final.message  # only the failing layer is listed
     assert w.state.archived == ["agt-new2"]
+    assert_nothing_written(w)
+
+
+@pytest.mark.parametrize(
+    ("call", "answers_after_keys", "said"),
+    [
+        ("list_teams", [], "Could not list your teams"),
+        ("create_team", [CREATE_TEAM, "Pi team"], "Could not create the team"),
+        ("list_agents", [TEAM], "Could not list the team's agents"),
+        ("create_agent", [TEAM, CREATE_AGENT, "Pi"], "Could not create the agent"),
+    ],
+)
+async def test_a_directory_call_the_server_fails_stops_setup_with_what_failed(
+    w: World, call: str, answers_after_keys: list[Answer], said: str
+) -> None:
+    w.state.fail[call] = FakeTDAMError(500, "the directory is down for maintenance")
+    keys: list[Answer] = [w.url, "default", "keys/user-key", GATEWAY_FILE, "keys/gateway-key"]
+    steps = await drive(w.deps, keys + answers_after_keys)
+    final = steps[-1]
+    assert final.level == "error" and final.message.startswith(f"{said}: "), final.message
+    assert "Nothing was written" in final.message
+    assert w.state.archived == []  # nothing was created that needs taking back
+    assert_nothing_written(w)
+
+
+async def test_ids_the_bridge_cannot_use_stop_setup_and_archive_the_new_agent(w: World) -> None:
+    w.state.teams = [{"team_id": "team|core", "name": "Core", "status": "active"}]
+    w.state.agents = []
+    answers: list[Answer] = [w.url, "default", "keys/user-key", GATEWAY_FILE, "keys/gateway-key",
+                             "Core (team|core)", CREATE_AGENT, "Pi"]  # fmt: skip
+    steps = await drive(w.deps, answers)
+    final = steps[-1]
+    assert final.level == "error", final.message
+    assert final.message.startswith(
+        'MemoryCore returned ids this bridge cannot use: teamId: must not contain "|"'
+    ), final.message
+    assert w.state.archived == ["agt-new0"]
     assert_nothing_written(w)
 
 

@@ -363,5 +363,9 @@ def _settings(answers: _Answers, user: VerifiedUser, team: Team, agent: Agent) -
 
 def _first_error(exc: ValidationError) -> str:
     first = exc.errors()[0]
-    where = ".".join(str(p) for p in first["loc"])
+    fields = MemoryCoreSettings.model_fields
+    # the key as the config file spells it (teamId), not the Python name the settings were built with
+    where = ".".join(
+        fields[p].alias or p if isinstance(p, str) and p in fields else str(p) for p in first["loc"]
+    )
     return f"{where}: {first['msg'].removeprefix('Value error, ')}"

@@ -5,13 +5,21 @@ from __future__ import annotations
 
 import asyncio
 import os
+import re
 import signal
 import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from pi_memory_bridge import inspector_registry as registry
-from pi_memory_bridge.commands.inspector_launch import InspectorDeps, inspector_flow, launch_detached
+from pi_memory_bridge.commands.inspector_launch import (
+    InspectorDeps,
+    InspectorStartError,
+    inspector_flow,
+    launch_detached,
+)
 from waiting import wait_until
 
 CLI = [sys.executable, "-c", "import sys; from pi_memory_bridge.cli import main; sys.exit(main())"]
@@ -86,3 +94,31 @@ def test_status_lists_a_running_inspector_of_this_agent_dir_by_address_without_i
     assert "Inspector:" not in other.stdout  # another agent dir's inspector is not this memory's
     after = subprocess.run([*CLI, "status"], env=env, capture_output=True, text=True, timeout=60)
     assert "Inspector:" not in after.stdout  # gone once it stopped
+
+
+def _program(tmp_path: Path, name: str, body: str) -> str:
+    path = tmp_path / name
+    path.write_text(f"#!/bin/sh\n{body}\n")
+    path.chmod(0o755)
+    return str(path)
+
+
+async def test_an_inspector_that_does_not_start_is_a_clear_error_and_leaves_no_process(
+    tmp_path: Path,
+) -> None:
+    env = _env(tmp_path)
+    cases = {
+        "missing": (str(tmp_path / "no-such-python"), "cannot start the inspector: "),
+        "exits": (_program(tmp_path, "exits", "exit 3"), "the inspector did not start (exit code 3)"),
+        "not ours": (_program(tmp_path, "elsewhere", "echo http://evil.example/; sleep 30"), "did not start"),
+        "silent": (_program(tmp_path, "silent", "exec sleep 30"), "did not start (exit code -9)"),
+    }
+    for name, (python, said) in cases.items():
+        deps = InspectorDeps(agent_dir=tmp_path / "agent", cwd=tmp_path, env=env, python=python)
+        with pytest.raises(InspectorStartError, match=re.escape(said)):
+            launch_detached(deps, timeout_s=0.5 if name == "silent" else 10)  # silent: killed at the deadline
+    outcome = await inspector_flow(InspectorDeps(tmp_path / "agent", tmp_path, env, python=cases["exits"][0]))
+    assert (
+        outcome.level == "error" and "run `pi-memory-bridge ui` in a terminal to see why" in outcome.message
+    )
+    assert registry.running(env) == []

@@ -8,6 +8,8 @@ from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+import pytest
+
 from pi_memory_bridge.backends.base import ConversationTurn
 from pi_memory_bridge.backends.local import LocalBackend
 from pi_memory_bridge.backends.local.query_dates import (
@@ -74,15 +76,21 @@ def test_a_date_lifts_what_made_the_cut_and_never_makes_a_row_relevant() -> None
     assert fuse([Candidate("may", "", 0.40, None, in_window=True)], "what did we host", gate) == []
 
 
-def test_a_lent_keyword_signal_counts_where_the_own_one_is_absent() -> None:
+def test_a_lent_keyword_signal_orders_what_made_the_cut_and_never_makes_a_row_relevant() -> None:
     params = FusionParams(keyword_weight=0.5, min_score=0.3)
     ranked = fuse(
-        [Candidate("hit", "snake", 0.2, 8.0, context=10.0), Candidate("beside", "", 0.25, None, context=3.0)],
+        [
+            Candidate("hit", "snake", 0.2, 8.0, context=10.0),
+            Candidate("other", "", 0.4, None, context=0.0),
+            Candidate("beside", "", 0.35, None, context=5.0),
+            Candidate("only-lent", "", 0.1, None, context=5.0),
+        ],
         "snake",
         params,
     )
     scores = {r.key: r.score for r in ranked}
-    assert abs(scores["hit"] - (0.2 + 0.5)) < 1e-9 and abs(scores["beside"] - (0.25 + 0.5 * 0.3)) < 1e-9
+    assert [r.key for r in ranked] == ["hit", "beside", "other"]
+    assert scores["hit"] == pytest.approx(0.2 + 0.5) and scores["beside"] == pytest.approx(0.35 + 0.5 * 0.5)
 
 
 async def _backend(tmp_path: Path, handle: ModelHandle, turns: list[ConversationTurn]) -> LocalBackend:

@@ -1,5 +1,6 @@
 """The dates a query names, as time windows (pure): "in May 2023", "on 8 May, 2023",
-"September 8, 2023", "2023-05-08", "2023年5月", "yesterday", "last week".
+"September 8, 2023", "2023-05-08", "2023年5月", "in February", "on March 12", 三月底,
+"yesterday", "last week".
 
 People ask about what happened when ("What did John host for the veterans in May 2023?"); a
 turn said in that window is more likely the one meant, so L0 ranks it higher among the turns
@@ -30,6 +31,17 @@ _NAMED = re.compile(
     rf"|\b{_YEAR}-(\d{{1,2}})(?:-(\d{{1,2}}))?\b"  # 2023-05-08 / 2023-05
     rf"|{_YEAR}\s*年\s*(\d{{1,2}})\s*月(?:\s*(\d{{1,2}})\s*[日号])?"  # 2023年5月8日
     rf"|\b(?:in|during|of|since)\s+{_YEAR}\b",  # in 2023
+    re.IGNORECASE,
+)
+# a month without its year is the last one that began by now: "in February", "on March 12",
+# "early April", 二月份, 三月底, 4月
+_CN_MONTHS = "一 二 三 四 五 六 七 八 九 十 十一 十二".split()
+_CN_MONTH = "|".join(sorted(_CN_MONTHS, key=len, reverse=True))
+_YEARLESS = re.compile(
+    rf"\b(?:in|during|since|early|mid|late|end of|start of|beginning of|on|by|before|after|around)[\s-]+"
+    rf"(?:{_DAY}\s+(?:of\s+)?)?({_MONTH})\b\.?(?:\s+{_DAY}\b)?(?!,?\s+(?:19|20)\d\d)"  # in May / on May 4
+    rf"|\b({_MONTH})\.?\s+{_DAY}\b(?!,?\s+(?:19|20)\d\d)"  # March 12
+    rf"|(?<![\d年])({_CN_MONTH}|\d{{1,2}})\s*月(?:份)?",  # 二月份, 三月底, 4月
     re.IGNORECASE,
 )
 _RELATIVE = {
@@ -103,6 +115,18 @@ def date_windows(query: str, now: datetime) -> list[Window]:
             found = _calendar(int(g[10]), None, None, zone)
         if found is not None:
             windows.append(found)
+    for m in _YEARLESS.finditer(_NAMED.sub(" ", query)):  # "May 8" of "May 8, 2023" is named already
+        g = m.groups()
+        if g[1] is not None:
+            month, day = _MONTHS[g[1].casefold().rstrip(".")], _int(g[0]) or _int(g[2])
+        elif g[3] is not None:
+            month, day = _MONTHS[g[3].casefold().rstrip(".")], _int(g[4])
+        else:
+            month, day = (_CN_MONTHS.index(g[5]) + 1 if g[5] in _CN_MONTHS else int(g[5])), None
+        year = now.year if (month, day or 1) <= (now.month, now.day) else now.year - 1
+        found = _calendar(year, month, day, zone)
+        if found is not None:
+            windows.append(found)
     midnight = datetime.combine(now.date(), time(), tzinfo=zone)
     for m in _RELATIVE_RE.finditer(query):
         first, last = _RELATIVE[m.group(0).casefold()]
@@ -113,4 +137,4 @@ def date_windows(query: str, now: datetime) -> list[Window]:
 def without_dates(query: str) -> str:
     """`query` with the dates it names taken out: a year in "May 2023" is a date, not an
     identifier that rows must contain (fusion's identifier gate)."""
-    return _RELATIVE_RE.sub(" ", _NAMED.sub(" ", query))
+    return _RELATIVE_RE.sub(" ", _YEARLESS.sub(" ", _NAMED.sub(" ", query)))

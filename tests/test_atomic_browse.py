@@ -56,8 +56,8 @@ async def test_update_atomic_keeps_id_and_type_and_the_index_follows(backend: Lo
     assert [m.id for m in await backend.memories.search("wombatphone", 5)] == [saved.id]
     assert (await backend.memories.list(1))[0].id == saved.id  # the newest change comes first
     with sqlite3.connect(backend.root / DB_FILENAME) as conn:
-        assert conn.execute("SELECT count(*) FROM atomic_df WHERE term = 'quokkaphone'").fetchone()[0] == 0
-        assert conn.execute("SELECT df FROM atomic_df WHERE term = 'wombatphone'").fetchone()[0] == 1
+        assert conn.execute("SELECT count(*) FROM atomic_df WHERE term = 'quokkaphon'").fetchone()[0] == 0
+        assert conn.execute("SELECT df FROM atomic_df WHERE term = 'wombatphon'").fetchone()[0] == 1
     assert b"quokkaphone" not in _file_bytes(backend.root)  # an edit leaves no copy of the old text
     # the old text can be saved again as a new memory; the edited one is not a duplicate of it
     assert (await backend.memories.save("prefers tabs in the quokkaphone repo", "preference", "user")).created

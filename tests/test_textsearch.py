@@ -51,19 +51,32 @@ def test_japanese_text_is_bigrammed() -> None:
     assert "接続" in query_terms("接続の問題")
 
 
-def test_english_words_are_lowercased_and_plurals_stemmed() -> None:
-    assert index_tokens("The Tests are FAILING on queries") == ["test", "failing", "query"]
+def test_english_words_are_lowercased_and_stemmed() -> None:
+    assert index_tokens("The Tests are FAILING on queries") == ["test", "fail", "queri"]
     assert query_terms("test") == ["test"]
+
+
+def test_a_word_finds_its_other_english_forms() -> None:
+    stored = set(index_tokens("I painted that lake sunrise last year, after the tournaments"))
+    assert set(query_terms("When did she paint a sunrise?")) <= stored
+    assert set(query_terms("painting")) <= stored
+    assert "tournament" in stored
+
+
+def test_stop_words_are_dropped_before_stemming() -> None:
+    # "before" would stem to "befor", which is no stop word
+    assert index_tokens("before having") == []
+    assert query_terms("Who should I ask before?") == ["ask"]
 
 
 def test_camel_case_identifier_gives_parts_and_the_whole() -> None:
     tokens = index_tokens("call parseHTTPResponse here")
-    assert tokens[:4] == ["call", "parsehttpresponse", "parse", "http"]
-    assert "response" in tokens
+    assert tokens[:4] == ["call", "parsehttpresponse", "pars", "http"]
+    assert "respons" in tokens
 
 
 def test_snake_case_identifier_gives_parts_and_the_whole() -> None:
-    assert index_tokens("max_retry_count") == ["max_retry_count", "max", "retry", "count"]
+    assert index_tokens("max_retry_count") == ["max_retry_count", "max", "retri", "count"]
 
 
 def test_path_gives_segments_whole_path_and_file_name() -> None:

@@ -38,7 +38,7 @@ def test_a_short_topic_query_keeps_the_keyword_hit_of_a_one_sentence_memory_with
         (_hit(coverage=0.2), "go style", L1_PARAMS),  # the hit holds too little of the query
         (_hit(), "which style of writing code do I prefer for the go services", L1_PARAMS),  # not a topic
         (_hit(text=f"{GO}. Tabs, not spaces. Wrap at 100."), "go style", L1_PARAMS),  # not one sentence
-        (_hit(cosine=-0.05), "go style", L0_PARAMS),  # conversation turns keep their own rules
+        (_hit(cosine=-0.6), "go style", L0_PARAMS),  # conversation turns keep their own rules
     ],
 )
 def test_the_topic_rule_holds_only_where_nothing_else_speaks_for_the_memory(

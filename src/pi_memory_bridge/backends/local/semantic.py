@@ -16,6 +16,7 @@ from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, replace
+from datetime import datetime
 from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
@@ -23,7 +24,9 @@ from typing import TYPE_CHECKING, TypeVar
 from pi_memory_bridge.backends.base import AtomicMemory, BackendError, ConversationHit
 from pi_memory_bridge.backends.local.fts import CANDIDATE_POSTINGS_BUDGET
 from pi_memory_bridge.backends.local.keyword_hits import KeywordHit
+from pi_memory_bridge.backends.local.query_dates import Window, date_windows, without_dates
 from pi_memory_bridge.backends.local.semantic_rows import StoreRows
+from pi_memory_bridge.backends.local.turn_context import spread
 from pi_memory_bridge.backends.local.vector_worker import VectorWorker
 from pi_memory_bridge.backends.local.vectors import (
     ATOMIC_VECTORS,
@@ -319,10 +322,14 @@ class SemanticIndex:
         self, query: str, limit: int, meaning: str | None = None
     ) -> list[ConversationHit] | None:
         until = _cut_off()
+        # a date the query names is matched by when a turn was said, not by its words ("2023")
+        windows = (
+            date_windows(meaning or query, datetime.now().astimezone()) if self.l0_params.date_boost else []
+        )
         keyword_search = self._keyword_beside(
             partial(
                 self._store.conversation.keyword_hits,
-                query,
+                without_dates(query) if windows else query,
                 CANDIDATES,
                 CANDIDATE_POSTINGS_BUDGET,
                 weigh=self.l0_params.min_coverage > 0,
@@ -333,7 +340,10 @@ class SemanticIndex:
             return None
         dense = self._dense_beside(self.turns, vector, until)
         keyword = keyword_search()
-        ranked = self._rank_turns(dense.result(), vector, meaning or query, keyword)
+        asked = meaning or query
+        ranked = self._rank_turns(
+            dense.result(), vector, without_dates(asked) if windows else asked, keyword, windows
+        )
         if ranked is None:
             return None
         ranked = ranked[:limit]
@@ -355,13 +365,30 @@ class SemanticIndex:
         vector: npt.NDArray[np.float32],
         query: str,
         keyword: Sequence[KeywordHit[ConversationHit]],
+        windows: Sequence[Window],
     ) -> list[Ranked] | None:
         """Fused ranking of L0; keys are keyword hits' turn ids, or `_row_key(rowid)` for
-        vector-only rows, whose text is read only if they make the cut."""
+        vector-only rows, whose text is read only if they make the cut. A keyword hit lends part
+        of its score to the turns beside it (turn_context), and turns said when the query says
+        rank higher (query_dates)."""
         if top is None:
             return None
+        params = self.l0_params
         by_public = _by_public_id({k.hit.turn_id: k.rowid for k in keyword})
-        cosines = self.turns.similarities(vector, list(by_public.values()), self.l0_params.piece_weight)
+        context = self._keyword_context(keyword)
+        keyed = set(by_public.values())
+        dense = {rowid: cos for rowid, cos in top if rowid not in keyed}
+        beside_only = [r for r in (context or {}) if r not in keyed and r not in dense]
+        cosines = self.turns.similarities(vector, [*by_public.values(), *beside_only], params.piece_weight)
+        told = self._rows.turn_times([*keyed, *dense, *beside_only]) if windows else {}
+
+        def when(rowid: int) -> bool:
+            moment = told.get(rowid)
+            return moment is not None and any(w.holds(moment) for w in windows)
+
+        def lent(rowid: int) -> float | None:
+            return None if context is None else context.get(rowid, 0.0)
+
         candidates = [
             Candidate(
                 k.hit.turn_id,
@@ -369,12 +396,34 @@ class SemanticIndex:
                 cosines.get(k.rowid),
                 k.hit.score,
                 k.coverage,
+                context=lent(k.rowid),
+                in_window=when(k.rowid),
             )
             for k in keyword
         ]
-        keyed = set(by_public.values())
-        candidates += [Candidate(_row_key(rowid), "", cos, None) for rowid, cos in top if rowid not in keyed]
-        return fuse(candidates, query, self.l0_params)
+        candidates += [
+            Candidate(_row_key(rowid), "", cos, None, context=lent(rowid), in_window=when(rowid))
+            for rowid, cos in dense.items()
+        ]
+        candidates += [
+            Candidate(_row_key(r), "", cosines.get(r), None, context=lent(r), in_window=when(r))
+            for r in beside_only
+        ]
+        return fuse(candidates, query, params)
+
+    def _keyword_context(self, keyword: Sequence[KeywordHit[ConversationHit]]) -> dict[int, float] | None:
+        """Keyword scores past the coverage floor, shared with each hit's session neighbours;
+        None when the layer does not share them."""
+        weight = self.l0_params.neighbour_weight
+        if weight <= 0:
+            return None
+        floor = self.l0_params.min_coverage
+        own = {
+            k.rowid: k.hit.score
+            for k in keyword
+            if k.hit.score > 0 and (k.coverage is None or k.coverage >= floor)
+        }
+        return spread(own, self._rows.turns_beside(list(own)), weight) if own else {}
 
 
 def _left(status: SemanticStatus) -> int:

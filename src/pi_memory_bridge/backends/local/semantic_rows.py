@@ -5,16 +5,30 @@ row ids and coverage from the keyword query itself (keyword_hits.py)."""
 from __future__ import annotations
 
 from collections.abc import Sequence
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
 from pi_memory_bridge.backends.base import AtomicMemory, ConversationHit
 from pi_memory_bridge.backends.local.atomic_rows import ATOMIC_COLUMNS, atomic_row
+from pi_memory_bridge.backends.local.turn_context import Beside
 from pi_memory_bridge.backends.local.turn_rows import TURN_COLUMNS, turn_hit
 
 if TYPE_CHECKING:
     from pi_memory_bridge.backends.local.store import SqliteMemoryStore
 
 _ID_CHUNK = 500
+# the turn before and after each given turn in its memory session, in the order turns are listed
+# (created_at, then id), each found through the index turns_by_session
+_BESIDE_SQL = (
+    "SELECT t.id,"
+    " (SELECT p.id FROM turns AS p WHERE p.memory_session_id = t.memory_session_id"
+    "   AND (p.created_at < t.created_at OR (p.created_at = t.created_at AND p.id < t.id))"
+    "   ORDER BY p.created_at DESC, p.id DESC LIMIT 1),"
+    " (SELECT n.id FROM turns AS n WHERE n.memory_session_id = t.memory_session_id"
+    "   AND (n.created_at > t.created_at OR (n.created_at = t.created_at AND n.id > t.id))"
+    "   ORDER BY n.created_at, n.id LIMIT 1)"
+    " FROM turns AS t WHERE t.id IN ({marks})"
+)
 
 
 class StoreRows:
@@ -64,3 +78,35 @@ class StoreRows:
                 tuple(rowids),
             ).fetchall()
         return [(int(row[0]), turn_hit(row[1:])) for row in rows]
+
+    def turns_beside(self, rowids: Sequence[int]) -> dict[int, Beside]:
+        """Each turn's neighbours in its memory session (turn_context.spread)."""
+        found: dict[int, Beside] = {}
+        with self._store.reading("reading conversation turns") as conn:
+            for start in range(0, len(rowids), _ID_CHUNK):
+                chunk = rowids[start : start + _ID_CHUNK]
+                rows = conn.execute(_BESIDE_SQL.format(marks=",".join("?" * len(chunk))), tuple(chunk))
+                found.update((int(r), Beside(before, after)) for r, before, after in rows)
+        return found
+
+    def turn_times(self, rowids: Sequence[int]) -> dict[int, datetime]:
+        """When each turn was said (query_dates windows)."""
+        found: dict[int, datetime] = {}
+        with self._store.reading("reading conversation turns") as conn:
+            for start in range(0, len(rowids), _ID_CHUNK):
+                chunk = rowids[start : start + _ID_CHUNK]
+                marks = ",".join("?" * len(chunk))
+                rows = conn.execute(f"SELECT id, created_at FROM turns WHERE id IN ({marks})", tuple(chunk))
+                for r, at in rows:
+                    moment = _moment(str(at))
+                    if moment is not None:
+                        found[int(r)] = moment
+        return found
+
+
+def _moment(text: str) -> datetime | None:
+    try:
+        moment = datetime.fromisoformat(text)
+    except ValueError:  # a row written by hand or by another tool: no time, no window
+        return None
+    return moment if moment.tzinfo is not None else moment.replace(tzinfo=UTC)

@@ -2,6 +2,7 @@
 
     .venv/bin/python bench/bench_warm_recall.py [--turns 100000] [--atomic 5000] [--queries 200]
         [--rounds 3] [--baseline-python /work/main/.venv/bin/python] [--store DIR] [--quality]
+        [--baseline-store DIR [--baseline-pieces]]
 
 The store is bench_embeddings' large one (synthetic EN/ZH turns, random unit vectors written
 straight into the vector tables; latency does not depend on what they say), built once into
@@ -242,6 +243,11 @@ def main() -> None:
         type=Path,
         help="the baseline's own store, one vector a turn (as code before pieces writes them)",
     )
+    ap.add_argument(
+        "--baseline-pieces",
+        action="store_true",
+        help="the --baseline-store holds pieces too (the cost of a ranking change alone)",
+    )
     ap.add_argument("--quality", action="store_true", help="also the labelled queries' recall@4")
     ap.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     a = ap.parse_args()
@@ -255,7 +261,7 @@ def main() -> None:
         root = a.store or Path(tmp) / "memory-bridge"
         stores = {"this checkout": (root, True)}
         if a.baseline_python:
-            stores["baseline"] = (a.baseline_store or root, a.baseline_store is None)
+            stores["baseline"] = (a.baseline_store or root, a.baseline_store is None or a.baseline_pieces)
         for name, (where, pieces) in stores.items():
             marker = where / "bench-built"
             if not (marker.exists() and marker.read_text() == _built(a.turns, a.atomic, pieces)):

@@ -24,9 +24,10 @@ from typing import TYPE_CHECKING, TypeVar
 from pi_memory_bridge.backends.base import AtomicMemory, BackendError, ConversationHit
 from pi_memory_bridge.backends.local.fts import CANDIDATE_POSTINGS_BUDGET
 from pi_memory_bridge.backends.local.keyword_hits import KeywordHit
-from pi_memory_bridge.backends.local.query_dates import Window, date_windows, without_dates
+from pi_memory_bridge.backends.local.query_dates import date_windows, without_dates
+from pi_memory_bridge.backends.local.row_keys import by_public_id, row_key, rowid_of
 from pi_memory_bridge.backends.local.semantic_rows import StoreRows
-from pi_memory_bridge.backends.local.turn_context import spread
+from pi_memory_bridge.backends.local.turn_ranking import TurnEvidence, rank_turns
 from pi_memory_bridge.backends.local.vector_worker import VectorWorker
 from pi_memory_bridge.backends.local.vectors import (
     ATOMIC_VECTORS,
@@ -44,7 +45,6 @@ from pi_memory_bridge.embeddings.fusion import (
     L1_PARAMS,
     Candidate,
     FusionParams,
-    Ranked,
     fuse,
     with_questions,
 )
@@ -269,8 +269,8 @@ class SemanticIndex:
         known = {k.hit.id: k.hit for k in keyword}
         # the type and "still holds" filters apply to the rows read back (a superseded memory
         # keeps its vector for undo): read a few more than needed
-        wanted = [_rowid(r.key) for r in ranked if r.key not in known][: limit * 3]
-        rows = {_row_key(rowid): m for rowid, m in self._rows.atomic_rows(wanted, type)}
+        wanted = [rowid_of(r.key) for r in ranked if r.key not in known][: limit * 3]
+        rows = {row_key(rowid): m for rowid, m in self._rows.atomic_rows(wanted, type)}
         out: list[AtomicMemory] = []
         for r in ranked:
             memory = known.get(r.key) or rows.get(r.key)
@@ -291,7 +291,7 @@ class SemanticIndex:
         """Memories near the query by their text or by one of their questions, and keyword hits,
         each with its combined cosine (`with_questions`). Questions still loading at the
         deadline count as absent: the memory's text alone ranks it."""
-        by_public = _by_public_id({k.hit.id: k.rowid for k in keyword})
+        by_public = by_public_id({k.hit.id: k.rowid for k in keyword})
         rows = set(by_public.values()) | {rowid for rowid, _ in top}
         if question_top is not None:
             rows |= set(self._rows.question_owners([qid for qid, _ in question_top]).values())
@@ -315,7 +315,7 @@ class SemanticIndex:
             for k in keyword
         ]  # fmt: skip
         keyed = set(by_public.values())
-        candidates += [Candidate(_row_key(r), "", cosine(r), None) for r in rows if r not in keyed]
+        candidates += [Candidate(row_key(r), "", cosine(r), None) for r in rows if r not in keyed]
         return candidates
 
     def search_conversation(
@@ -341,16 +341,21 @@ class SemanticIndex:
         dense = self._dense_beside(self.turns, vector, until)
         keyword = keyword_search()
         asked = meaning or query
-        ranked = self._rank_turns(
-            dense.result(), vector, without_dates(asked) if windows else asked, keyword, windows
+        ranked = rank_turns(
+            TurnEvidence(self.turns, self._rows, self.l0_params),
+            dense.result(),
+            vector,
+            without_dates(asked) if windows else asked,
+            keyword,
+            windows,
         )
         if ranked is None:
             return None
         ranked = ranked[:limit]
         known = {k.hit.turn_id: k.hit for k in keyword}
         rows = {
-            _row_key(rowid): h
-            for rowid, h in self._rows.turn_rows([_rowid(r.key) for r in ranked if r.key not in known])
+            row_key(rowid): h
+            for rowid, h in self._rows.turn_rows([rowid_of(r.key) for r in ranked if r.key not in known])
         }
         out: list[ConversationHit] = []
         for r in ranked:
@@ -359,72 +364,6 @@ class SemanticIndex:
                 out.append(_hit_with_score(hit, r.score))
         return out
 
-    def _rank_turns(
-        self,
-        top: list[tuple[int, float]] | None,
-        vector: npt.NDArray[np.float32],
-        query: str,
-        keyword: Sequence[KeywordHit[ConversationHit]],
-        windows: Sequence[Window],
-    ) -> list[Ranked] | None:
-        """Fused ranking of L0; keys are keyword hits' turn ids, or `_row_key(rowid)` for
-        vector-only rows, whose text is read only if they make the cut. A keyword hit lends part
-        of its score to the turns beside it (turn_context), and turns said when the query says
-        rank higher (query_dates)."""
-        if top is None:
-            return None
-        params = self.l0_params
-        by_public = _by_public_id({k.hit.turn_id: k.rowid for k in keyword})
-        context = self._keyword_context(keyword)
-        keyed = set(by_public.values())
-        dense = {rowid: cos for rowid, cos in top if rowid not in keyed}
-        beside_only = [r for r in (context or {}) if r not in keyed and r not in dense]
-        cosines = self.turns.similarities(vector, [*by_public.values(), *beside_only], params.piece_weight)
-        told = self._rows.turn_times([*keyed, *dense, *beside_only]) if windows else {}
-
-        def when(rowid: int) -> bool:
-            moment = told.get(rowid)
-            return moment is not None and any(w.holds(moment) for w in windows)
-
-        def lent(rowid: int) -> float | None:
-            return None if context is None else context.get(rowid, 0.0)
-
-        candidates = [
-            Candidate(
-                k.hit.turn_id,
-                f"{k.hit.user_text}\n{k.hit.assistant_text}",
-                cosines.get(k.rowid),
-                k.hit.score,
-                k.coverage,
-                context=lent(k.rowid),
-                in_window=when(k.rowid),
-            )
-            for k in keyword
-        ]
-        candidates += [
-            Candidate(_row_key(rowid), "", cos, None, context=lent(rowid), in_window=when(rowid))
-            for rowid, cos in dense.items()
-        ]
-        candidates += [
-            Candidate(_row_key(r), "", cosines.get(r), None, context=lent(r), in_window=when(r))
-            for r in beside_only
-        ]
-        return fuse(candidates, query, params)
-
-    def _keyword_context(self, keyword: Sequence[KeywordHit[ConversationHit]]) -> dict[int, float] | None:
-        """Keyword scores past the coverage floor, shared with each hit's session neighbours;
-        None when the layer does not share them."""
-        weight = self.l0_params.neighbour_weight
-        if weight <= 0:
-            return None
-        floor = self.l0_params.min_coverage
-        own = {
-            k.rowid: k.hit.score
-            for k in keyword
-            if k.hit.score > 0 and (k.coverage is None or k.coverage >= floor)
-        }
-        return spread(own, self._rows.turns_beside(list(own)), weight) if own else {}
-
 
 def _left(status: SemanticStatus) -> int:
     """Turns and memories without their vector (questions ride with their memory)."""
@@ -432,14 +371,6 @@ def _left(status: SemanticStatus) -> int:
     if turns is None or atomic is None:
         return 0
     return (turns.total - turns.done) + (atomic.total - atomic.done)
-
-
-def _by_public_id(rowids: dict[str, int]) -> dict[str, int]:
-    """Keyword hits' row ids in the order of their public ids. A row's cosine from one
-    matrix-vector product depends in its last bits on its place among the rows multiplied
-    (BLAS kernels), so the rows go in one fixed order: the one the lookup by public id gave them
-    when the fusion's parameters were chosen (SQLite walks an IN list in sorted order)."""
-    return {key: rowids[key] for key in sorted(rowids)}
 
 
 def _wait_budget() -> float:
@@ -452,17 +383,6 @@ def _wait_budget() -> float:
 def _cut_off() -> float:
     """The monotonic time after which this search stops waiting and does without vectors."""
     return time.monotonic() + _wait_budget()
-
-
-_ROW_KEY = "\x00row:"  # no public id starts with a NUL
-
-
-def _row_key(rowid: int) -> str:
-    return f"{_ROW_KEY}{rowid}"
-
-
-def _rowid(key: str) -> int:
-    return int(key.removeprefix(_ROW_KEY))
 
 
 def _with_score(memory: AtomicMemory, score: float) -> AtomicMemory:

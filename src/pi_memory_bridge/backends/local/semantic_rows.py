@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from pi_memory_bridge.backends.base import AtomicMemory, ConversationHit
 from pi_memory_bridge.backends.local.atomic_rows import ATOMIC_COLUMNS, atomic_row
@@ -46,13 +46,17 @@ class StoreRows:
         return self._pairs_of("SELECT id, row_id FROM atomic_questions WHERE row_id IN ({marks})", rowids)
 
     def _pairs_of(self, sql: str, ids: Sequence[int]) -> dict[int, int]:
-        found: dict[int, int] = {}
-        with self._store.reading("looking up memory questions") as conn:
+        return {int(a): int(b) for a, b in self._rows_by_id(sql, ids, "looking up memory questions")}
+
+    def _rows_by_id(self, sql: str, ids: Sequence[int], action: str) -> list[tuple[Any, ...]]:
+        """`sql`'s rows for `ids`, in chunks of `_ID_CHUNK` (its `{marks}` are one chunk's
+        placeholders), in one read."""
+        rows: list[tuple[Any, ...]] = []
+        with self._store.reading(action) as conn:
             for start in range(0, len(ids), _ID_CHUNK):
                 chunk = ids[start : start + _ID_CHUNK]
-                rows = conn.execute(sql.format(marks=",".join("?" * len(chunk))), tuple(chunk))
-                found.update((int(a), int(b)) for a, b in rows)
-        return found
+                rows += conn.execute(sql.format(marks=",".join("?" * len(chunk))), tuple(chunk)).fetchall()
+        return rows
 
     def atomic_rows(self, rowids: Sequence[int], type: str | None) -> list[tuple[int, AtomicMemory]]:
         if not rowids:
@@ -81,26 +85,17 @@ class StoreRows:
 
     def turns_beside(self, rowids: Sequence[int]) -> dict[int, Beside]:
         """Each turn's neighbours in its memory session (turn_context.spread)."""
-        found: dict[int, Beside] = {}
-        with self._store.reading("reading conversation turns") as conn:
-            for start in range(0, len(rowids), _ID_CHUNK):
-                chunk = rowids[start : start + _ID_CHUNK]
-                rows = conn.execute(_BESIDE_SQL.format(marks=",".join("?" * len(chunk))), tuple(chunk))
-                found.update((int(r), Beside(before, after)) for r, before, after in rows)
-        return found
+        rows = self._rows_by_id(_BESIDE_SQL, rowids, "reading conversation turns")
+        return {int(r): Beside(before, after) for r, before, after in rows}
 
     def turn_times(self, rowids: Sequence[int]) -> dict[int, datetime]:
         """When each turn was said (query_dates windows)."""
+        sql = "SELECT id, created_at FROM turns WHERE id IN ({marks})"
         found: dict[int, datetime] = {}
-        with self._store.reading("reading conversation turns") as conn:
-            for start in range(0, len(rowids), _ID_CHUNK):
-                chunk = rowids[start : start + _ID_CHUNK]
-                marks = ",".join("?" * len(chunk))
-                rows = conn.execute(f"SELECT id, created_at FROM turns WHERE id IN ({marks})", tuple(chunk))
-                for r, at in rows:
-                    moment = _moment(str(at))
-                    if moment is not None:
-                        found[int(r)] = moment
+        for r, at in self._rows_by_id(sql, rowids, "reading conversation turns"):
+            moment = _moment(str(at))
+            if moment is not None:
+                found[int(r)] = moment
         return found
 
 

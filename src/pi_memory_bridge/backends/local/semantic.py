@@ -322,10 +322,9 @@ class SemanticIndex:
         self, query: str, limit: int, meaning: str | None = None
     ) -> list[ConversationHit] | None:
         until = _cut_off()
+        asked = meaning or query
         # a date the query names is matched by when a turn was said, not by its words ("2023")
-        windows = (
-            date_windows(meaning or query, datetime.now().astimezone()) if self.l0_params.date_boost else []
-        )
+        windows = date_windows(asked, datetime.now().astimezone()) if self.l0_params.date_boost else []
         keyword_search = self._keyword_beside(
             partial(
                 self._store.conversation.keyword_hits,
@@ -335,12 +334,11 @@ class SemanticIndex:
                 weigh=self.l0_params.min_coverage > 0,
             )
         )
-        vector = self._query_vector(meaning or query, until)
+        vector = self._query_vector(asked, until)
         if vector is None:
             return None
         dense = self._dense_beside(self.turns, vector, until)
         keyword = keyword_search()
-        asked = meaning or query
         ranked = rank_turns(
             TurnEvidence(self.turns, self._rows, self.l0_params),
             dense.result(),
